@@ -1,0 +1,15 @@
+"""Exception types shared by every layer of the package.
+
+All of them derive from ``ValueError`` where they describe bad input, so
+callers who only know the standard library can still catch them.
+"""
+
+from __future__ import annotations
+
+
+class SqlaIdsError(Exception):
+    """Base class of every error raised by sqla_ids."""
+
+
+class CommandError(SqlaIdsError):
+    """A command-line invocation that cannot proceed; the message is shown to the user."""

@@ -1,0 +1,95 @@
+"""COMB (sequential) GUIDs and SQL Server's ``uniqueidentifier`` order.
+
+COMB GUIDs put a 48-bit millisecond timestamp where a given database sorts
+first and fill the rest with random bits (version 4, RFC variant):
+
+* ``SEQUENTIAL_AS_STRING``: timestamp in the first 6 bytes of the canonical
+  form -- sorts as text and as big-endian bytes (PostgreSQL, MySQL ``CHAR``).
+* ``SEQUENTIAL_AS_BINARY``: timestamp first in the little-endian byte form
+  (``uuid.bytes_le``), for systems that store .NET-style ``Guid`` bytes.
+* ``SEQUENTIAL_AT_END``: timestamp in the last 6 bytes, which SQL Server
+  compares first.
+
+Within one millisecond a COMB's order is random. A UUIDv7 keeps full order
+everywhere except in SQL Server's ``uniqueidentifier``; :func:`to_sqlserver_order`
+permutes its bytes so that SQL Server's comparison sorts exactly like the
+UUIDv7 itself.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from time import time_ns
+from uuid import UUID
+
+from sqla_ids.identifiers.generator import make_uuid
+
+# SQL Server compares uniqueidentifier bytes in this order of significance,
+# written as indexes into the canonical (big-endian, RFC 9562) bytes: the
+# .NET priority 10-15, 8-9, 6-7, 4-5, 0-3 applies to Guid.ToByteArray(),
+# whose first three groups are little-endian.
+SQLSERVER_BYTE_PRIORITY = (10, 11, 12, 13, 14, 15, 8, 9, 7, 6, 5, 4, 3, 2, 1, 0)
+# Inverse permutation: canonical index that receives sort-key byte i.
+_FROM_SORT_KEY = tuple(SQLSERVER_BYTE_PRIORITY.index(i) for i in range(16))
+
+
+class CombLayout(enum.Enum):
+    """Where a COMB GUID keeps its timestamp."""
+
+    SEQUENTIAL_AS_STRING = "SequentialAsString"
+    SEQUENTIAL_AS_BINARY = "SequentialAsBinary"
+    SEQUENTIAL_AT_END = "SequentialAtEnd"
+
+
+SequentialAsString = CombLayout.SEQUENTIAL_AS_STRING
+SequentialAsBinary = CombLayout.SEQUENTIAL_AS_BINARY
+SequentialAtEnd = CombLayout.SEQUENTIAL_AT_END
+
+_V4_MASK = ~((0xF << 76) | (0b11 << 62)) & ((1 << 128) - 1)
+_V4_BITS = (0x4 << 76) | (0b10 << 62)
+
+
+def comb_guid(layout: CombLayout, *, timestamp_ms: int | None = None) -> UUID:
+    """Return a COMB GUID with the current (or given) millisecond timestamp."""
+    ms = time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
+    if not 0 <= ms < 1 << 48:
+        raise ValueError(f"timestamp {ms} ms does not fit 48 bits")
+    stamp = ms.to_bytes(6, "big")
+    random = os.urandom(10)
+    raw = random + stamp if layout is CombLayout.SEQUENTIAL_AT_END else stamp + random
+    if layout is CombLayout.SEQUENTIAL_AS_BINARY:
+        raw = UUID(bytes_le=raw).bytes
+    # Version and variant bits sit in canonical bytes 6 and 8, which no
+    # layout uses for the timestamp.
+    return make_uuid((int.from_bytes(raw, "big") & _V4_MASK) | _V4_BITS)
+
+
+def comb_timestamp_ms(uuid: UUID, layout: CombLayout) -> int:
+    """Return the millisecond timestamp stored in a COMB GUID."""
+    if layout is CombLayout.SEQUENTIAL_AT_END:
+        return int.from_bytes(uuid.bytes[10:], "big")
+    raw = uuid.bytes_le if layout is CombLayout.SEQUENTIAL_AS_BINARY else uuid.bytes
+    return int.from_bytes(raw[:6], "big")
+
+
+def sqlserver_sort_key(uuid: UUID) -> bytes:
+    """Bytes that compare like SQL Server compares ``uniqueidentifier`` values."""
+    raw = uuid.bytes
+    return bytes(raw[i] for i in SQLSERVER_BYTE_PRIORITY)
+
+
+def to_sqlserver_order(uuid: UUID) -> UUID:
+    """Permute ``uuid`` so that its SQL Server sort key equals ``uuid.bytes``.
+
+    Storing ``to_sqlserver_order(u)`` in a ``uniqueidentifier`` column makes
+    SQL Server's index order equal to the order of the original UUIDv7s;
+    :func:`from_sqlserver_order` gives the original back.
+    """
+    raw = uuid.bytes
+    return make_uuid(int.from_bytes(bytes(raw[i] for i in _FROM_SORT_KEY), "big"))
+
+
+def from_sqlserver_order(uuid: UUID) -> UUID:
+    """Inverse of :func:`to_sqlserver_order`."""
+    return make_uuid(int.from_bytes(sqlserver_sort_key(uuid), "big"))

@@ -1,0 +1,96 @@
+"""Reading UUIDv7 values back: timestamps, counters, and time-range bounds.
+
+``lowest_uuid7(t)`` / ``highest_uuid7(t)`` are the smallest and largest
+UUIDv7 whose timestamp is the millisecond of ``t``, so
+``WHERE id BETWEEN lowest_uuid7(t0) AND highest_uuid7(t1)`` selects the rows
+created from ``t0`` to ``t1`` through the primary-key index.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+from sqla_ids.identifiers.generator import make_uuid
+from sqla_ids.identifiers.layout import MAX_TIMESTAMP_MS, VERSION_VARIANT, Layout
+
+_NON_TIMESTAMP_BITS = (1 << 80) - 1
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+TimePoint = datetime | int | float
+"""A point in time: an aware ``datetime``, or Unix time as int milliseconds or float seconds."""
+
+
+def to_unix_ms(when: TimePoint) -> int:
+    """Return Unix milliseconds for an aware ``datetime``, int ms or float seconds."""
+    if isinstance(when, datetime):
+        if when.tzinfo is None:
+            raise ValueError(
+                f"naive datetime {when.isoformat()} is ambiguous: give it a tzinfo (e.g. UTC)"
+            )
+        delta = when - _EPOCH
+        ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    elif isinstance(when, bool):
+        raise TypeError("a time point must be a datetime, int milliseconds or float seconds")
+    elif isinstance(when, int):
+        ms = when
+    elif isinstance(when, float):
+        ms = int(when * 1000)
+    else:
+        raise TypeError(
+            f"a time point must be a datetime, int milliseconds or float seconds, got {when!r}"
+        )
+    if not 0 <= ms <= MAX_TIMESTAMP_MS:
+        raise ValueError(f"{ms} ms is outside the UUIDv7 timestamp range 0 … 2**48-1")
+    return ms
+
+
+def is_uuid7(uuid: UUID) -> bool:
+    """True if ``uuid`` has version 7 and the RFC 9562 variant."""
+    return (uuid.int >> 76) & 0xF == 7 and (uuid.int >> 62) & 0b11 == 0b10
+
+
+def _require_v7(uuid: UUID) -> int:
+    if not isinstance(uuid, UUID):
+        raise TypeError(f"expected a uuid.UUID, got {type(uuid).__name__}")
+    if not is_uuid7(uuid):
+        raise ValueError(f"{uuid} is not a UUIDv7 (version {uuid.version}, {uuid.variant})")
+    return uuid.int
+
+
+def uuid7_timestamp_ms(uuid: UUID) -> int:
+    """Unix milliseconds stored in a UUIDv7."""
+    return _require_v7(uuid) >> 80
+
+
+def uuid7_datetime(uuid: UUID) -> datetime:
+    """Creation time stored in a UUIDv7, as an aware UTC ``datetime``."""
+    return _EPOCH + timedelta(milliseconds=uuid7_timestamp_ms(uuid))
+
+
+def uuid7_counter(uuid: UUID, layout: Layout = Layout.DEFAULT) -> int:
+    """Counter field of a UUIDv7 made with ``layout``."""
+    return layout.counter_of(_require_v7(uuid))
+
+
+def lowest_uuid7(when: TimePoint) -> UUID:
+    """Smallest UUIDv7 with the millisecond of ``when``."""
+    return make_uuid((to_unix_ms(when) << 80) | VERSION_VARIANT)
+
+
+def highest_uuid7(when: TimePoint) -> UUID:
+    """Largest UUIDv7 with the millisecond of ``when``."""
+    all_ones = _NON_TIMESTAMP_BITS & ~((0xF << 76) | (0b11 << 62))
+    return make_uuid((to_unix_ms(when) << 80) | VERSION_VARIANT | all_ones)
+
+
+def uuid7_bounds(start: TimePoint, end: TimePoint) -> tuple[UUID, UUID]:
+    """Inclusive ``(low, high)`` UUIDv7 bounds for rows created from ``start`` to ``end``.
+
+    Both ends are inclusive at millisecond precision; for a half-open range
+    ``[start, end)`` pass ``end - 1 ms``.
+    """
+    low, high = lowest_uuid7(start), highest_uuid7(end)
+    if high < low:
+        raise ValueError("end of the time range lies before its start")
+    return low, high

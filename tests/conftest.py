@@ -1,0 +1,133 @@
+"""Shared fixtures: one real database per dialect, each in a throw-away schema.
+
+PostgreSQL and MariaDB URLs come from ``SQLA_IDS_TEST_POSTGRESQL_URL`` and
+``SQLA_IDS_TEST_MARIADB_URL`` (defaulting to the local servers). A test run
+creates its own schema/database with a random name and drops it at the end, so
+runs never see each other's tables. An unreachable server skips the tests that
+need it, with the reason -- unless ``SQLA_IDS_REQUIRE_DIALECTS=1`` (set by
+``.ci/run``), which turns that skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Engine, make_url
+
+DEFAULT_POSTGRESQL_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+DEFAULT_MARIADB_URL = "mysql+pymysql://root@127.0.0.1:3306/test"
+
+DIALECTS = ("sqlite", "postgresql", "mariadb")
+
+
+def _require_dialects() -> bool:
+    return os.environ.get("SQLA_IDS_REQUIRE_DIALECTS", "") not in ("", "0", "false", "no")
+
+
+def _unavailable(name: str, url: URL, error: Exception) -> None:
+    reason = (
+        f"{name} not reachable at {url.render_as_string(hide_password=True)}: "
+        f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    )
+    if _require_dialects():
+        pytest.fail(f"SQLA_IDS_REQUIRE_DIALECTS is set and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def _scratch_name() -> str:
+    return f"sqla_ids_t_{secrets.token_hex(4)}"
+
+
+@pytest.fixture(scope="session")
+def postgresql_url() -> Iterator[URL]:
+    """URL of a fresh PostgreSQL schema (first in ``search_path``), dropped afterwards."""
+    base = make_url(os.environ.get("SQLA_IDS_TEST_POSTGRESQL_URL", DEFAULT_POSTGRESQL_URL))
+    schema = _scratch_name()
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+    except sa.exc.OperationalError as error:
+        admin.dispose()
+        _unavailable("PostgreSQL", base, error)
+    query = dict(base.query)
+    query["options"] = f"-csearch_path={schema},public"
+    try:
+        yield base.set(query=query)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def mariadb_url() -> Iterator[URL]:
+    """URL of a fresh MariaDB database, dropped afterwards."""
+    base = make_url(os.environ.get("SQLA_IDS_TEST_MARIADB_URL", DEFAULT_MARIADB_URL))
+    database = _scratch_name()
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4")
+    except sa.exc.OperationalError as error:
+        admin.dispose()
+        _unavailable("MariaDB", base, error)
+    try:
+        yield base.set(database=database)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{database}`")
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> URL:
+    """URL of a fresh SQLite file database."""
+    path: Path = tmp_path_factory.mktemp("sqlite") / "test.sqlite3"
+    return make_url(f"sqlite:///{path}")
+
+
+def _engine(url: URL) -> Iterator[Engine]:
+    engine = sa.create_engine(url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def postgresql_engine(postgresql_url: URL) -> Iterator[Engine]:
+    """Engine on the run's PostgreSQL schema."""
+    yield from _engine(postgresql_url)
+
+
+@pytest.fixture
+def mariadb_engine(mariadb_url: URL) -> Iterator[Engine]:
+    """Engine on the run's MariaDB database."""
+    yield from _engine(mariadb_url)
+
+
+@pytest.fixture
+def sqlite_engine(sqlite_url: URL) -> Iterator[Engine]:
+    """Engine on the run's SQLite file."""
+    yield from _engine(sqlite_url)
+
+
+@pytest.fixture(params=DIALECTS)
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """The same test once per dialect: SQLite, PostgreSQL, MariaDB."""
+    fixture: Engine = request.getfixturevalue(f"{request.param}_engine")
+    return fixture
+
+
+@pytest.fixture
+def metadata(engine: Engine) -> Iterator[sa.MetaData]:
+    """A MetaData whose tables are dropped from ``engine`` after the test."""
+    md = sa.MetaData()
+    yield md
+    md.drop_all(engine)
