@@ -1,0 +1,1 @@
+"""Alembic integration: autogenerate rendering, operations, revision rewriters."""

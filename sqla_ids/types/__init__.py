@@ -1,0 +1,1 @@
+"""SQLAlchemy column types and defaults built on the pure identifier layer."""
