@@ -41,9 +41,24 @@ class RandomPool:
         self.words.clear()
 
 
-def random_words(count: int) -> tuple[int, ...]:
-    """Return ``count`` fresh 64-bit random words in one system call."""
-    return struct.unpack(f"<{count}Q", os.urandom(8 * count))
+def random_words(count: int, bits: int = 64) -> tuple[int, ...]:
+    """Return ``count`` fresh random integers of ``bits`` (1 … 64) bits, in one system call.
+
+    The unwanted high bits are cleared in the byte buffer with slice
+    assignment and ``bytes.translate`` -- C loops -- instead of shifting each
+    integer in Python.
+    """
+    buffer = bytearray(os.urandom(8 * count))
+    for byte in range(bits // 8 + (bits % 8 > 0), 8):
+        buffer[byte::8] = bytes(count)  # little-endian: byte 7 is the most significant
+    if bits % 8:
+        partial = bits // 8
+        buffer[partial::8] = buffer[partial::8].translate(_LOW_BITS_TABLES[bits % 8])
+    return struct.unpack(f"<{count}Q", buffer)
+
+
+# _LOW_BITS_TABLES[k] maps a byte to its low k bits.
+_LOW_BITS_TABLES = [bytes(b & ((1 << k) - 1) for b in range(256)) for k in range(8)]
 
 
 _POOLS: weakref.WeakSet[RandomPool] = weakref.WeakSet()

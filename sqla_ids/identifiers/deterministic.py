@@ -25,7 +25,7 @@ def _seeded_random(seed: bytes | str | int, index: int, bits: int) -> int:
         seed = str(seed)
     if isinstance(seed, str):
         seed = seed.encode()
-    digest = hashlib.blake2b(index.to_bytes(8, "big"), key=seed[:64], digest_size=16).digest()
+    digest = hashlib.blake2b(index.to_bytes(12, "big"), key=seed[:64], digest_size=16).digest()
     return int.from_bytes(digest, "big") >> (128 - bits)
 
 

@@ -8,6 +8,7 @@ Decoding is case-insensitive and reads ``O`` as 0 and ``I``/``L`` as 1.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from uuid import UUID
 
 from sqla_ids.identifiers.generator import make_uuid
@@ -68,7 +69,7 @@ def to_bytes(uuid: UUID) -> bytes:
     return uuid.bytes
 
 
-FORMATTERS = {
+FORMATTERS: dict[str, Callable[[UUID], str]] = {
     "canonical": str,
     "hex": to_hex,
     "base32": to_base32,

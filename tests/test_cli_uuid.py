@@ -1,0 +1,79 @@
+"""``sqla-ids generate``, ``inspect`` and ``demo``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from sqla_ids import from_base32, uuid7_datetime
+from sqla_ids.cli import main
+
+
+def test_generate_formats(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["generate", "-n", "5"]) == 0
+    lines = capsys.readouterr().out.split()
+    values = [uuid.UUID(line) for line in lines]
+    assert len(values) == 5 and values == sorted(values) and {v.version for v in values} == {7}
+    assert main(["generate", "-n", "3", "--format", "base32"]) == 0
+    assert all(from_base32(t).version == 7 for t in capsys.readouterr().out.split())
+    assert main(["generate", "--format", "hex"]) == 0
+    assert len(capsys.readouterr().out.strip()) == 32
+
+
+def test_generate_rejects_bad_count(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["generate", "-n", "0"]) == 2
+    assert "-n must be between 1 and" in capsys.readouterr().err
+
+
+def test_inspect_rfc_example(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", "017F22E2-79B0-7CC3-98C4-DC0C0C07398F", "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["timestamp"] == "2022-02-22T19:22:22.000+00:00"
+    assert facts["version"] == 7 and facts["base32"] == "01FWHE4YDGFK1SHH6W1G60EECF"
+    assert facts["sqlserver_sort_key"] == "dc0c0c07398f98c4c37cb079e2227f01"
+    assert main(["inspect", facts["base32"].lower()]) == 0
+    assert "2022-02-22T19:22:22.000+00:00" in capsys.readouterr().out
+
+
+def test_inspect_non_v7_and_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(uuid.uuid4())]) == 0
+    assert "not a UUIDv7" in capsys.readouterr().out
+    assert main(["inspect", "12345"]) == 2
+    assert "'12345' is not a UUID: expected 32 hex digits" in capsys.readouterr().err
+
+
+def test_demo_on_sqlite_is_repeatable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.sqlite3'}"
+    assert main(["demo", "--url", url, "--rows", "200"]) == 0
+    first = capsys.readouterr().out
+    assert "created table" in first and "inserted 200 rows" in first
+    assert main(["demo", "--url", url, "--rows", "200"]) == 0
+    assert "replaced the table" in capsys.readouterr().out
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        ids = [uuid.UUID(r) for (r,) in conn.exec_driver_sql("SELECT id FROM sqla_ids_demo_events")]
+    engine.dispose()
+    assert len(ids) == 200
+    days = sorted({uuid7_datetime(i).date() for i in ids})
+    assert len(days) == 10
+
+
+def test_demo_bad_url(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--url", "nosuchdb://x"]) == 2
+    assert "cannot open nosuchdb://x" in capsys.readouterr().err
+
+
+def test_console_script_entry_point_runs() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sqla_ids.cli", "generate", "-n", "2"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert len(result.stdout.split()) == 2
