@@ -91,9 +91,8 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         print(f"  WHERE id BETWEEN {low} AND {high}")
         for day, count, first in conn.execute(query):
-            print(
-                f"  {day} days ago: {count} rows, first {first} ({uuid7_datetime(first):%Y-%m-%d %H:%M})"
-            )
+            created = uuid7_datetime(first)
+            print(f"  {day} days ago: {count} rows, first {first} ({created:%Y-%m-%d %H:%M})")
     engine.dispose()
     print("\nDone. Run `sqla-ids inspect <uuid>` on any id above.")
     return 0
