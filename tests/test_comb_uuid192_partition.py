@@ -16,6 +16,7 @@ from sqla_ids import (
     SequentialAsBinary,
     SequentialAsString,
     SequentialAtEnd,
+    SqlServerOrderedGenerator,
     bucket_bounds,
     comb_guid,
     comb_timestamp_ms,
@@ -139,3 +140,11 @@ def test_partition_buckets_and_month_bounds() -> None:
     assert uuid7_datetime(months[2].high) == datetime(2027, 2, 1, tzinfo=UTC)
     with pytest.raises(ValueError, match="bucket_bits"):
         partition_bucket(value, 48)
+
+
+def test_sqlserver_ordered_generator_sorts_by_time_under_sqlserver_comparison() -> None:
+    generator = SqlServerOrderedGenerator()
+    values = generator.batch(500) + [generator() for _ in range(500)]
+    assert sorted(values, key=functools.cmp_to_key(sqlserver_compare)) == values
+    originals = [from_sqlserver_order(v) for v in values]
+    assert originals == sorted(originals) and {v.version for v in originals} == {7}

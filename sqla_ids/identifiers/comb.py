@@ -23,7 +23,7 @@ import os
 from time import time_ns
 from uuid import UUID
 
-from sqla_ids.identifiers.generator import make_uuid
+from sqla_ids.identifiers.generator import Shift, UUIDv7Generator, default_generator, make_uuid
 
 # SQL Server compares uniqueidentifier bytes in this order of significance,
 # written as indexes into the canonical (big-endian, RFC 9562) bytes: the
@@ -93,3 +93,30 @@ def to_sqlserver_order(uuid: UUID) -> UUID:
 def from_sqlserver_order(uuid: UUID) -> UUID:
     """Inverse of :func:`to_sqlserver_order`."""
     return make_uuid(int.from_bytes(sqlserver_sort_key(uuid), "big"))
+
+
+class SqlServerOrderedGenerator:
+    """UUIDv7 values stored so that SQL Server's ``uniqueidentifier`` sorts them by time.
+
+    Each value is :func:`to_sqlserver_order` of the next UUIDv7 from the
+    wrapped generator: strictly increasing under :func:`sqlserver_sort_key`
+    (SQL Server's comparison), so inserts stay append-only in its indexes.
+    The stored values are not version-7 UUIDs themselves; read the original
+    back with :func:`from_sqlserver_order`.
+    """
+
+    __slots__ = ("_generator",)
+
+    def __init__(self, generator: UUIDv7Generator | None = None) -> None:
+        self._generator = default_generator if generator is None else generator
+
+    def __repr__(self) -> str:
+        return f"SqlServerOrderedGenerator({self._generator!r})"
+
+    def __call__(self, *, shift: Shift | None = None) -> UUID:
+        """Return the next value, in SQL Server order."""
+        return to_sqlserver_order(self._generator(shift=shift))
+
+    def batch(self, count: int, *, shift: Shift | None = None) -> list[UUID]:
+        """Return ``count`` values, increasing in SQL Server order."""
+        return [to_sqlserver_order(value) for value in self._generator.batch(count, shift=shift)]
