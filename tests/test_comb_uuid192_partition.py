@@ -33,6 +33,8 @@ from sqla_ids import (
 )
 from sqla_ids.identifiers.encoding import UUIDFormatError
 
+pytestmark = pytest.mark.pure_python
+
 # SQL Server's documented comparison of uniqueidentifier (SqlGuid.CompareTo):
 # bytes of Guid.ToByteArray() compared in this order. ToByteArray stores the
 # first three groups little-endian, so convert from RFC bytes with bytes_le.

@@ -10,6 +10,8 @@ import pytest
 from sqla_ids import ConfigError, Layout, generator_from_config, uuid7_timestamp_ms
 from sqla_ids.identifiers.clock import MonotonicClock
 
+pytestmark = pytest.mark.pure_python
+
 DOCUMENT = {
     "generators": {
         "default": {},

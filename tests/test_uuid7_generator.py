@@ -25,6 +25,8 @@ from sqla_ids import (
     uuid7_timestamp_ms,
 )
 
+pytestmark = pytest.mark.pure_python
+
 VERSION_MASK = 0xF << 76
 VARIANT_MASK = 0b11 << 62
 V7_BITS = (0x7 << 76) | (0b10 << 62)

@@ -24,6 +24,8 @@ from sqla_ids import (
     uuid7_timestamp_ms,
 )
 
+pytestmark = pytest.mark.pure_python
+
 moments = st.integers(0, (1 << 48) - 1)
 
 

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from sqla_ids import CROCKFORD_ALPHABET, UUIDFormatError, from_base32, parse_uuid, to_base32, uuid7
 
+pytestmark = pytest.mark.pure_python
+
 uuids = st.integers(0, (1 << 128) - 1).map(lambda n: uuid.UUID(int=n))
 
 
