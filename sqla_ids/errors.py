@@ -13,3 +13,11 @@ class SqlaIdsError(Exception):
 
 class CommandError(SqlaIdsError):
     """A command-line invocation that cannot proceed; the message is shown to the user."""
+
+
+class MigrationRefusedError(SqlaIdsError, ValueError):
+    """A key migration cannot be done safely; raised before anything is changed."""
+
+
+class MigrationVerificationError(SqlaIdsError):
+    """A key migration's verification found a lost row or relationship; work was stopped."""

@@ -17,6 +17,7 @@ from sqla_ids.errors import CommandError
 COMMAND_MODULES: tuple[str, ...] = (
     ".uuid_commands",
     ".demo",
+    ".order_number",
 )
 
 

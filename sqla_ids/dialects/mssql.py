@@ -4,3 +4,52 @@ Each feature adds its own section below; keep sections independent.
 """
 
 from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import sqlalchemy as sa
+
+from sqla_ids.identifiers import from_sqlserver_order, parse_uuid, to_sqlserver_order
+
+# --- uuid7 types ---
+# SQL Server compares ``uniqueidentifier`` bytes 10-15 first, then 8-9, 6-7,
+# 4-5, 0-3, so a UUIDv7 stored as is lands at random index positions. The
+# "ordered" storage permutes the bytes (``to_sqlserver_order``) so that SQL
+# Server's order is time order; "binary" uses BINARY(16), compared bytewise.
+
+
+class _OrderedUniqueIdentifier(sa.types.TypeDecorator[uuid.UUID]):
+    """``uniqueidentifier`` holding ``to_sqlserver_order(value)``."""
+
+    impl = sa.Uuid
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> uuid.UUID | None:
+        return None if value is None else to_sqlserver_order(value)
+
+    def process_result_value(self, value: Any, dialect: Any) -> uuid.UUID | None:
+        return None if value is None else from_sqlserver_order(parse_uuid(value))
+
+
+class _Binary16(sa.types.TypeDecorator[uuid.UUID]):
+    """``BINARY(16)`` holding the UUID's big-endian bytes."""
+
+    impl = sa.BINARY(16)
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> bytes | None:
+        return None if value is None else bytes(value.bytes)
+
+    def process_result_value(self, value: Any, dialect: Any) -> uuid.UUID | None:
+        return None if value is None else parse_uuid(bytes(value))
+
+
+def uuid7_storage(type_: Any, dialect: Any) -> Any:
+    """Storage type of a ``UUIDv7`` column, by its ``sqlserver_storage`` option."""
+    storage = type_.sqlserver_storage
+    if storage == "ordered":
+        return _OrderedUniqueIdentifier()
+    if storage == "binary":
+        return _Binary16()
+    return sa.Uuid()
