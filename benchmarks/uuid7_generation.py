@@ -16,9 +16,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for _report, run as a script
+
+from _report import print_table, write_bar_chart
 
 from sqla_ids import uuid7, uuid7_batch
 
@@ -73,13 +79,13 @@ def best_of(rounds: int, measures: dict[str, Callable[[], float]]) -> dict[str, 
     return best
 
 
-def print_table(title: str, results: dict[str, float], reference: str) -> None:
-    """Print ns/op, ops/s and the ratio of each row's time to the reference's."""
-    print(f"\n{title}")
-    print(f"{'generator':<36} {'ns/op':>9} {'M ops/s':>9} {'time vs ours':>13}")
-    for name, seconds in results.items():
-        ratio = seconds / results[reference]
-        print(f"{name:<36} {seconds * 1e9:9.0f} {1e-6 / seconds:9.2f} {ratio:12.2f}x")
+def report(title: str, results: dict[str, float], reference: str) -> None:
+    """Print ns/op, ops/s and each row's time relative to the reference row."""
+    rows = [
+        (name, seconds * 1e9, 1e-6 / seconds, f"{seconds / results[reference]:.2f}x")
+        for name, seconds in results.items()
+    ]
+    print_table(title, ("generator", "ns/op", "M ops/s", "time vs ours"), rows)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=1_000_000, help="batch size")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--svg", type=Path, help="also write a bar chart to this SVG file")
     args = parser.parse_args(argv)
     if args.quick:
         args.n, args.batch, args.rounds = 5_000, 20_000, 2
@@ -99,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         args.rounds,
         {name: (lambda f=f: time_per_call(f, args.n)) for name, f in candidates.items()},
     )
-    print_table(
+    report(
         f"Per call ({args.n:,} calls x {args.rounds} rounds, best round)",
         per_call,
         "sqla_ids.uuid7()",
@@ -114,7 +121,11 @@ def main(argv: list[str] | None = None) -> None:
             f"[uuid7() for _ in range({args.batch:,})]": lambda: time_list(uuid7, args.batch),
         },
     )
-    print_table("Batch vs per-call loop", batch, f"sqla_ids.uuid7_batch({args.batch:,})")
+    report("Batch vs a list of per-call values", batch, f"sqla_ids.uuid7_batch({args.batch:,})")
+    if args.svg:
+        bars = [(name, 1e-6 / seconds) for name, seconds in {**per_call, **batch}.items()]
+        write_bar_chart(args.svg, "UUID generation, million values per second", bars, "M/s")
+        print(f"\nchart written to {args.svg}")
 
 
 if __name__ == "__main__":
