@@ -233,14 +233,22 @@ def _build_engine(generator: UUIDv7Generator) -> None:
     # out of rand_b (the carry would hit the variant bits) or overflowed; both
     # take the slow path. Overflow lands on a multiple of 2**low_bits too.
     low_mask = (1 << low_bits) - 1 if low_bits else counter_max
-    words = pool.words
-    # Above 62 random bits the tail must be spread around the variant bits; a
-    # negative shift sends those layouts to the slow path (ValueError below).
-    hot_tail_shift = tail_shift if random_bits <= 62 else -1
 
     def spread_random(bits: int) -> int:
         """Place ``random_bits`` of random data around the variant bits."""
         return layout.compose(0, 0, bits) ^ VERSION_VARIANT
+
+    # Random tails ready to OR into ``base``, made 512 at a time.
+    tails: list[int] = []
+
+    def refill_tails() -> int:
+        if random_bits <= 62:  # below the variant bits: plain masked words
+            tails.extend(random_words(_BLANKS_PER_REFILL, random_bits))
+        else:
+            tails.extend(
+                spread_random(random_bits_of(tail_shift)) for _ in range(_BLANKS_PER_REFILL)
+            )
+        return tails.pop()
 
     # Blank UUID objects made 512 at a time at C speed (is_safe already set):
     # allocation is the largest single cost of a UUID in pure Python.
@@ -255,10 +263,13 @@ def _build_engine(generator: UUIDv7Generator) -> None:
     # Float rounding near a boundary only delays the tick by under 1 µs.
     next_tick = 0.0
 
+    def next_uuid_from_clock(*, shift: Shift | None = None) -> UUID:
+        return with_clock(read_clock(0 if shift is None else shift_to_ms(shift)))
+
     def next_uuid(*, shift: Shift | None = None) -> UUID:
         nonlocal counter, base
-        if shift is not None or clock is not None:
-            return with_clock(read_clock(0 if shift is None else shift_to_ms(shift)))
+        if shift is not None:
+            return next_uuid_from_clock(shift=shift)
         now_raw = time()
         acquire()
         try:
@@ -272,10 +283,9 @@ def _build_engine(generator: UUIDv7Generator) -> None:
             else:
                 base = at_clock_tick(now_raw)
             try:
-                value = base | (words.pop() >> hot_tail_shift)
-            except (IndexError, ValueError):
-                # Empty pool, or a layout whose random bits straddle the variant.
-                value = base | spread_random(random_bits_of(tail_shift))
+                value = base | tails.pop()
+            except IndexError:
+                value = base | refill_tails()
             try:
                 uuid = blanks.pop()
             except IndexError:
@@ -375,8 +385,10 @@ def _build_engine(generator: UUIDv7Generator) -> None:
         lock = threading.Lock()
         acquire, release = lock.acquire, lock.release
         pool.clear()
+        tails.clear()
 
-    generator.__call__ = next_uuid
+    # The wall-clock hot path only serves generators without an injected clock.
+    generator.__call__ = next_uuid if clock is None else next_uuid_from_clock
     generator._batch = batch
     generator._reset = reset
     generator._after_fork = after_fork
