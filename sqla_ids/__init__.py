@@ -17,7 +17,35 @@ __version__ = "0.1.0"
 
 # Public names that need SQLAlchemy, and the module each one lives in; they
 # are imported on first access so ``import sqla_ids`` stays light.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "UUIDv7": "sqla_ids.types.uuid7",
+    "UUID192Type": "sqla_ids.types.uuid192",
+    "uuid192_uuid": "sqla_ids.types.uuid192",
+    "uuid7_pk": "sqla_ids.types.defaults",
+    "uuid7_default": "sqla_ids.types.defaults",
+    "last_uuid7": "sqla_ids.types.defaults",
+    "UUIDv7ServerDefault": "sqla_ids.types.server_functions",
+    "UUID7_FUNCTION": "sqla_ids.types.server_functions",
+    "install_uuid7_function": "sqla_ids.types.server_functions",
+    "remove_uuid7_function": "sqla_ids.types.server_functions",
+    "register_uuid7_function": "sqla_ids.types.server_functions",
+    "uuid7_function_ddl": "sqla_ids.types.server_functions",
+    "uuid7_column_default_sql": "sqla_ids.types.server_functions",
+    "uuid7_column_trigger_sql": "sqla_ids.types.server_functions",
+    "uuid7_partition_key": "sqla_ids.types.partitions",
+    "create_month_partitions": "sqla_ids.types.partitions",
+    "month_partition_ddl": "sqla_ids.types.partitions",
+    "find_uuid": "sqla_ids.tools.find",
+    "infer_relations": "sqla_ids.tools.relations",
+    "related_columns": "sqla_ids.tools.relations",
+    "identicon_svg": "sqla_ids.tools.identicon",
+    "FormattedOrderNumber": "sqla_ids.types.order_number",
+    "migrate_pk_to_uuid7": "sqla_ids.migration",
+    "restore_pk_from_uuid7": "sqla_ids.migration",
+    "plan_pk_migration": "sqla_ids.migration",
+    "PkMigrationPlan": "sqla_ids.migration",
+    "merge_uuids": "sqla_ids.migration.merge",
+}
 
 
 def __getattr__(name: str) -> Any:

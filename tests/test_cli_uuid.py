@@ -6,12 +6,10 @@ import json
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
-from sqla_ids import from_base32, uuid7_datetime
+from sqla_ids import from_base32
 from sqla_ids.cli import main
 
 
@@ -46,27 +44,6 @@ def test_inspect_non_v7_and_bad_input(capsys: pytest.CaptureFixture[str]) -> Non
     assert "not a UUIDv7" in capsys.readouterr().out
     assert main(["inspect", "12345"]) == 2
     assert "'12345' is not a UUID: expected 32 hex digits" in capsys.readouterr().err
-
-
-def test_demo_on_sqlite_is_repeatable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    url = f"sqlite:///{tmp_path / 'demo.sqlite3'}"
-    assert main(["demo", "--url", url, "--rows", "200"]) == 0
-    first = capsys.readouterr().out
-    assert "created table" in first and "inserted 200 rows" in first
-    assert main(["demo", "--url", url, "--rows", "200"]) == 0
-    assert "replaced the table" in capsys.readouterr().out
-    engine = sa.create_engine(url)
-    with engine.connect() as conn:
-        ids = [uuid.UUID(r) for (r,) in conn.exec_driver_sql("SELECT id FROM sqla_ids_demo_events")]
-    engine.dispose()
-    assert len(ids) == 200
-    days = sorted({uuid7_datetime(i).date() for i in ids})
-    assert len(days) == 10
-
-
-def test_demo_bad_url(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--url", "nosuchdb://x"]) == 2
-    assert "cannot open nosuchdb://x" in capsys.readouterr().err
 
 
 def test_console_script_entry_point_runs() -> None:

@@ -17,7 +17,12 @@ from sqla_ids.errors import CommandError
 COMMAND_MODULES: tuple[str, ...] = (
     ".uuid_commands",
     ".demo",
+    ".alembic_init",
     ".order_number",
+    ".find",
+    ".relations",
+    ".identicon",
+    ".serve",
 )
 
 

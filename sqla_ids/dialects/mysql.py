@@ -76,3 +76,72 @@ def uuid7_storage(type_: Any, dialect: Any) -> Any:
 # --- tools ---
 # SQL of the UUID tools (find, relations) lives in its own module, named here.
 TOOLS_MODULE = "sqla_ids.tools.dialects.mysql"
+
+
+# --- uuid7 server function ---
+# MariaDB/MySQL forbid stored functions in DEFAULT, so a column gets a nil
+# placeholder default and a BEFORE INSERT trigger replaces it. The function is
+# one RETURN expression (no BEGIN ... END), so offline scripts need no
+# DELIMITER. It packs a 1/4096 ms tick (RFC 9562 §6.2 method 3) kept strictly
+# increasing per connection in a user variable; ``@@timestamp`` is the
+# statement's Unix time, independent of the session time zone. It returns 32
+# hex digits, which both native UUID and CHAR(32) columns accept.
+_UUID7_NIL = "00000000000000000000000000000000"
+_UUID7_FUNCTION = """\
+CREATE FUNCTION IF NOT EXISTS {name}() RETURNS CHAR(32) CHARSET ascii NOT DETERMINISTIC NO SQL
+RETURN LOWER(CONCAT(
+  LPAD(HEX((@sqla_ids_uuid7_tick := GREATEST(CAST(@@timestamp * 4096000 AS UNSIGNED),
+    COALESCE(@sqla_ids_uuid7_tick + 1, 0))) >> 12), 12, '0'),
+  '7', LPAD(HEX(@sqla_ids_uuid7_tick & 4095), 3, '0'),
+  HEX(8 | (ASCII(RANDOM_BYTES(1)) & 3)), SUBSTRING(HEX(RANDOM_BYTES(8)), 2)))"""
+
+
+def uuid7_function_create_sql(name: str) -> list[str]:
+    """Statements creating the UUIDv7 function ``name()``."""
+    return [_UUID7_FUNCTION.format(name=name)]
+
+
+def uuid7_function_drop_sql(name: str) -> list[str]:
+    """Statements dropping the UUIDv7 function ``name()``."""
+    return [f"DROP FUNCTION IF EXISTS {name}"]
+
+
+def uuid7_column_default_sql(name: str) -> str:
+    """``DEFAULT`` of a column filled by the function: a nil placeholder the trigger replaces."""
+    return f"'{_UUID7_NIL}'"
+
+
+def uuid7_column_after_create_sql(name: str, table: str, column: str) -> list[str]:
+    """The BEFORE INSERT trigger filling ``column`` (already quoted names)."""
+    # The trigger lives in the table's schema: `db`.`t` -> `db`.`t_id_uuid7`.
+    schema, _, table_name = table.rpartition(".")
+    trigger = f"{schema + '.' if schema else ''}`{table_name.strip('`')}_{column.strip('`')}_uuid7`"
+    return [
+        f"CREATE TRIGGER IF NOT EXISTS {trigger} BEFORE INSERT ON {table} FOR EACH ROW "
+        f"SET NEW.{column} = IF(NEW.{column} IS NULL OR NEW.{column} = '{_UUID7_NIL}', "
+        f"{name}(), NEW.{column})"
+    ]
+
+
+# --- uuid7 sql expressions ---
+# UUID192 is VARBINARY(24) (indexable, unlike BLOB). In string context a
+# native UUID reads with dashes and a CHAR(32) one without, so the SQL strips
+# dashes; 32 lowercase hex digits compare equal to either storage.
+def uuid192_storage() -> Any:
+    """Storage of a ``UUID192Type`` column: ``VARBINARY(24)``."""
+    return sa.VARBINARY(24)
+
+
+def uuid192_uuid_sql(inner: str) -> str:
+    """SQL of the leading UUID of a UUID192 value (32 hex digits)."""
+    return f"LOWER(HEX(SUBSTRING({inner}, 1, 16)))"
+
+
+def uuid7_timestamp_ms_sql(inner: str) -> str:
+    """SQL of the Unix milliseconds stored in a UUIDv7."""
+    return f"CAST(CONV(LEFT(REPLACE(CAST({inner} AS CHAR), '-', ''), 12), 16, 10) AS UNSIGNED)"
+
+
+# --- alembic DDL capabilities ---
+
+ALTER_TABLE_ADD_CHECK = True

@@ -87,3 +87,67 @@ def uuid7_storage(type_: Any, dialect: Any) -> Any:
 # --- tools ---
 # SQL of the UUID tools (find, relations) lives in its own module, named here.
 TOOLS_MODULE = "sqla_ids.tools.dialects.sqlite"
+
+
+# --- uuid7 server function ---
+# SQLite has no stored functions: the function is registered on each DBAPI
+# connection (``sqlite3.Connection.create_function``) by an engine "connect"
+# listener. It returns 32 lowercase hex digits, SQLAlchemy's ``Uuid`` storage
+# on SQLite, from the process-wide monotonic generator.
+
+
+def uuid7_function_create_sql(name: str) -> list[str]:
+    """No DDL: the function lives in the client (see ``uuid7_function_register``)."""
+    return []
+
+
+def uuid7_function_drop_sql(name: str) -> list[str]:
+    """No DDL: the function lives in the client."""
+    return []
+
+
+def uuid7_column_default_sql(name: str) -> str:
+    """``DEFAULT`` expression of a column filled by the function."""
+    return f"({name}())"
+
+
+def uuid7_column_after_create_sql(name: str, table: str, column: str) -> list[str]:
+    """Extra DDL after creating a table with such a column: none on SQLite."""
+    return []
+
+
+def uuid7_function_register(dbapi_connection: Any, name: str) -> None:
+    """Register ``name()`` on one ``sqlite3`` connection."""
+    from sqla_ids.identifiers import uuid7
+
+    def sqlite_uuid7() -> str:
+        return uuid7().hex
+
+    dbapi_connection.create_function(name, 0, sqlite_uuid7, deterministic=False)
+
+
+# --- uuid7 sql expressions ---
+# UUID192 is a BLOB; UUIDv7 columns are 32 lowercase hex digits. SQLite has no
+# hex-to-integer function, so the 12 timestamp digits are summed one by one.
+def uuid192_storage() -> Any:
+    """Storage of a ``UUID192Type`` column: ``BLOB``."""
+    return sa.LargeBinary()
+
+
+def uuid192_uuid_sql(inner: str) -> str:
+    """SQL of the leading UUID of a UUID192 value (32 hex digits, as ``Uuid`` stores)."""
+    return f"lower(hex(substr({inner}, 1, 16)))"
+
+
+def uuid7_timestamp_ms_sql(inner: str) -> str:
+    """SQL of the Unix milliseconds stored in a UUIDv7 (CHAR(32) hex)."""
+    digits = " + ".join(
+        f"((instr('0123456789abcdef', lower(substr({inner}, {i + 1}, 1))) - 1) << {4 * (11 - i)})"
+        for i in range(12)
+    )
+    return f"({digits})"
+
+
+# --- alembic DDL capabilities ---
+
+ALTER_TABLE_ADD_CHECK = False  # SQLite cannot add a constraint to an existing table

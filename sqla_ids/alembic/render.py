@@ -1,0 +1,33 @@
+"""Autogenerate rendering of sqla_ids column types.
+
+Pass :func:`render_item` to ``context.configure(render_item=...)`` in
+``env.py``: migrations then say ``sqla_ids.UUIDv7()`` and import ``sqla_ids``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from sqla_ids.types.server_functions import UUIDv7ServerDefault
+from sqla_ids.types.uuid7 import UUIDv7
+from sqla_ids.types.uuid192 import UUID192Type
+
+# Our types, by the name they have in the ``sqla_ids`` namespace.
+_TYPES: tuple[type[sa.types.TypeEngine[Any]], ...] = (UUIDv7, UUID192Type)
+
+
+def render_item(type_: str, obj: Any, autogen_context: Any) -> str | bool:
+    """Render sqla_ids types as ``sqla_ids.<repr>`` and add ``import sqla_ids``.
+
+    Returns ``False`` for everything else, so Alembic renders it as usual.
+    Chain it from your own ``render_item`` if you have one.
+    """
+    if type_ == "type" and isinstance(obj, _TYPES):
+        autogen_context.imports.add("import sqla_ids")
+        return f"sqla_ids.{obj!r}"
+    if type_ == "server_default" and isinstance(obj, UUIDv7ServerDefault):
+        autogen_context.imports.add("import sqla_ids")
+        return "sqla_ids.UUIDv7ServerDefault()"
+    return False

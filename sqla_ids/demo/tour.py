@@ -1,0 +1,240 @@
+"""The steps of ``sqla-ids demo``: build the shop, migrate it, use it, show it."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from sqla_ids.demo.alembic_env import VERSION_TABLE, write_environment
+from sqla_ids.demo.shop import CUSTOMERS, ORDER_LINES, ORDERS, TABLES, sample_rows, shop_metadata
+from sqla_ids.dialects import for_dialect
+from sqla_ids.identifiers import uuid7, uuid7_datetime
+from sqla_ids.migration import state as migration_state
+from sqla_ids.order_numbers import OrderNumberCodec, default_keyring, register_key
+from sqla_ids.types.order_number import FormattedOrderNumber
+from sqla_ids.types.uuid7 import UUIDv7
+
+KEY_NAME = "sqla_ids_demo"
+SEQUENCE = "demo_order_numbers"
+Print = Callable[[str], None]
+
+
+def _leftovers(engine: Engine) -> list[str]:
+    names = set(sa.inspect(engine).get_table_names())
+    return sorted(n for n in names if n.startswith("demo_") or n == VERSION_TABLE)
+
+
+def start_fresh(engine: Engine, out: Print) -> None:
+    """Drop what an earlier run left (tables, mapping tables, counters), saying so."""
+    found = _leftovers(engine)
+    if found:
+        out(f"  found an earlier demo ({', '.join(found)}): starting fresh")
+    with engine.begin() as conn:
+        metadata = sa.MetaData()
+        metadata.reflect(conn, only=found)
+        metadata.drop_all(conn)
+        for_dialect(conn.dialect.name).order_number_drop_sequence(conn, SEQUENCE, None)
+        if sa.inspect(conn).has_table(migration_state.STATE_TABLE):
+            # The migration records what it did per table (for downgrade); the
+            # tables are gone, so are their records.
+            for table in TABLES:
+                migration_state.forget(conn, table)
+
+
+def build_shop(engine: Engine, customers: int, orders: int, out: Print) -> dict[str, int]:
+    """Create the shop with bigint keys and fill it; return row counts."""
+    rows = sample_rows(customers, orders)
+    with engine.begin() as conn:
+        shop_metadata().create_all(conn)
+        tables = shop_metadata().tables
+        for name in reversed(TABLES):  # parents first
+            conn.execute(tables[name].insert(), rows[name])
+    counts = {name: len(rows[name]) for name in TABLES}
+    out(
+        f"  {counts[CUSTOMERS]} customers, {counts[ORDERS]} orders, "
+        f"{counts[ORDER_LINES]} order lines, keys: bigint"
+    )
+    return counts
+
+
+def totals_by_customer_name(engine: Engine) -> dict[str, int]:
+    """Sum of order lines per customer name, through whatever the keys are now."""
+    query = sa.text(
+        f"SELECT c.name, SUM(l.quantity * l.price_cents) FROM {CUSTOMERS} c "
+        f"JOIN {ORDERS} o ON o.customer_id = c.id JOIN {ORDER_LINES} l ON l.order_id = o.id "
+        "GROUP BY c.name"
+    )
+    with engine.connect() as conn:
+        return {name: int(total) for name, total in conn.execute(query)}
+
+
+def migrate(engine: Engine, batch_size: int, out: Print) -> None:
+    """Run the demo's Alembic migration (UUIDv7 keys + order numbers)."""
+    with tempfile.TemporaryDirectory(prefix="sqla_ids_demo_") as folder:
+        config = write_environment(Path(folder), key_name=KEY_NAME, batch_size=batch_size)
+        # A connection outside any transaction: Alembic then owns it, which the
+        # migration needs on MariaDB (autocommit blocks around implicit DDL commits).
+        with engine.connect() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+    out("  alembic upgrade head: done")
+
+
+class Base(DeclarativeBase):
+    """The shop's ORM classes, as they are after the migration."""
+
+
+class Customer(Base):
+    """A customer, keyed by UUIDv7 now."""
+
+    __tablename__ = CUSTOMERS
+    id: Mapped[uuid.UUID] = mapped_column(UUIDv7, primary_key=True, default=uuid7)
+    name: Mapped[str] = mapped_column(sa.String(80))
+    created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True))
+
+
+class Order(Base):
+    """An order: UUIDv7 key, and a customer-facing number drawn from a sequence."""
+
+    __tablename__ = ORDERS
+    id: Mapped[uuid.UUID] = mapped_column(UUIDv7, primary_key=True, default=uuid7)
+    customer_id: Mapped[uuid.UUID] = mapped_column(UUIDv7, sa.ForeignKey(Customer.id))
+    created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True))
+    total_cents: Mapped[int] = mapped_column(sa.Integer)
+    number: Mapped[str] = mapped_column(
+        FormattedOrderNumber(KEY_NAME, sequence=SEQUENCE, check_constraint=False)
+    )
+
+
+class OrderLine(Base):
+    """One line of an order."""
+
+    __tablename__ = ORDER_LINES
+    id: Mapped[uuid.UUID] = mapped_column(UUIDv7, primary_key=True, default=uuid7)
+    order_id: Mapped[uuid.UUID] = mapped_column(UUIDv7, sa.ForeignKey(Order.id))
+    product: Mapped[str] = mapped_column(sa.String(40))
+    quantity: Mapped[int] = mapped_column(sa.Integer)
+    price_cents: Mapped[int] = mapped_column(sa.Integer)
+
+
+def add_orders(engine: Engine, count: int, out: Print) -> list[uuid.UUID]:
+    """Insert ``count`` new orders through the ORM; return their ids."""
+    with Session(engine) as session:
+        customers = session.scalars(sa.select(Customer).order_by(Customer.id).limit(count)).all()
+        orders = [
+            Order(customer_id=customer.id, created_at=datetime.now(UTC), total_cents=2 * 4999)
+            for customer in customers
+        ]
+        session.add_all(orders)
+        session.flush()  # ids come from the client-side default, numbers from the sequence
+        session.add_all(
+            OrderLine(order_id=order.id, product="keyboard", quantity=2, price_cents=4999)
+            for order in orders
+        )
+        session.commit()
+        new = [order.id for order in orders]
+    out(f"  inserted {len(new)} orders through the ORM: ids and numbers filled in by defaults")
+    return new
+
+
+def print_table(out: Print, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """Print rows as an aligned text table."""
+    cells = [list(map(str, header))] + [[str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for index, row in enumerate(cells):
+        out("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+        if index == 0:
+            out("  " + "  ".join("-" * width for width in widths))
+
+
+def show_before(engine: Engine, out: Print) -> None:
+    """The first orders, as bigint rows."""
+    query = sa.text(
+        f"SELECT o.id, o.customer_id, o.created_at, o.total_cents FROM {ORDERS} o "
+        "ORDER BY o.id LIMIT 5"
+    )
+    with engine.connect() as conn:
+        rows = [(i, c, str(t)[:16], f"{cents / 100:.2f}") for i, c, t, cents in conn.execute(query)]
+    print_table(out, ("id", "customer_id", "created_at", "total"), rows)
+
+
+def show_after(engine: Engine, new_ids: Sequence[uuid.UUID], out: Print) -> None:
+    """The same first orders and the new ones: UUIDv7 ids, their timestamps, numbers."""
+    codec = OrderNumberCodec(KEY_NAME)
+    orders = sa.table(
+        ORDERS,
+        sa.column("id", UUIDv7()),
+        sa.column("id_old"),
+        sa.column("number"),
+        sa.column("total_cents"),
+    )
+    base = sa.select(orders.c.id, orders.c.id_old, orders.c.number, orders.c.total_cents)
+    with engine.connect() as conn:
+        old = conn.execute(base.order_by(orders.c.id).limit(5)).all()
+        new = conn.execute(base.where(orders.c.id.in_(list(new_ids))).order_by(orders.c.id)).all()
+    rows = [
+        (
+            key,
+            uuid7_datetime(key).strftime("%Y-%m-%d %H:%M"),
+            "" if old_key is None else old_key,
+            number,
+            codec.decode(number),
+            f"{cents / 100:.2f}",
+        )
+        for key, old_key, number, cents in [*old, *new]
+    ]
+    print_table(out, ("id (UUIDv7)", "created (from id)", "id_old", "number", "seq", "total"), rows)
+
+
+def run_tour(url: str | URL, *, customers: int, orders: int, out: Print = print) -> None:
+    """Run the whole demo against ``url``."""
+    engine = sa.create_engine(url)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("  [%(name)s] %(message)s"))
+    loggers = [logging.getLogger(n) for n in ("alembic.runtime.migration", "sqla_ids")]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    # A fresh random key per run: the demo never shows or stores it.
+    register_key(KEY_NAME, secrets.token_hex(16), secrets.token_hex(7))
+    try:
+        out(f"\n== 1. a shop with bigint keys ({engine.url.render_as_string(hide_password=True)})")
+        start_fresh(engine, out)
+        build_shop(engine, customers, orders, out)
+        show_before(engine, out)
+        before = totals_by_customer_name(engine)
+
+        out("\n== 2. alembic migration: keys to UUIDv7 (old keys kept), order numbers added")
+        migrate(engine, batch_size=max(50, orders // 4), out=out)
+
+        out("\n== 3. new orders through the ORM")
+        new_ids = add_orders(engine, 3, out)
+
+        out("\n== 4. after: ids are UUIDv7 in creation order, numbers decode to the sequence")
+        show_after(engine, new_ids, out)
+        after = totals_by_customer_name(engine)
+        new_total = 3 * 2 * 4999
+        unchanged = sum(after.values()) - new_total == sum(before.values())
+        out(
+            f"\n  relationships kept: revenue per customer through the new keys "
+            f"{'matches' if unchanged else 'DOES NOT MATCH'} the bigint keys "
+            f"({len(before)} customers)"
+        )
+        if not unchanged:
+            raise RuntimeError("the migrated shop does not add up; please report this")
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+        default_keyring.forget(KEY_NAME)
+        engine.dispose()

@@ -1,0 +1,241 @@
+"""SQLite: the affected tables are rebuilt, with foreign-key enforcement off.
+
+SQLite cannot change a column's type or a primary key in place, so each
+affected table is renamed away, recreated under its name and refilled through
+the mapping table. Dropping a parent while ``PRAGMA foreign_keys`` is on would
+run an implicit ``DELETE`` that fires ``ON DELETE CASCADE`` and empties the
+children -- and that pragma cannot be changed inside a transaction -- so the
+migration refuses to run with enforcement on in an open transaction, and
+checks ``PRAGMA foreign_key_check`` at the end instead. ``legacy_alter_table``
+keeps other tables' ``REFERENCES`` pointing at the name, not at the renamed
+old table. Downgrade recreates each table from its original ``CREATE`` SQL.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.schema import CreateTable
+
+from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
+from sqla_ids.migration.dialects import _reflected
+from sqla_ids.migration.keys import RawType, uuid_type
+from sqla_ids.migration.plan import Dependent, PkMigrationPlan, Reference
+from sqla_ids.migration.progress import Progress
+
+STRATEGY = "rebuild"
+TRANSACTIONAL = True
+_OLD_PREFIX = "_sqla_ids_old_"
+
+
+def _quote(connection: Connection, name: str) -> str:
+    return str(connection.dialect.identifier_preparer.quote(name))
+
+
+def check_foreign_keys_off(connection: Connection) -> None:
+    """Turn FK enforcement off if possible; refuse when it is on inside a transaction."""
+    if not connection.exec_driver_sql("PRAGMA foreign_keys").scalar():
+        return
+    driver = connection.connection.driver_connection
+    if getattr(driver, "in_transaction", False):
+        raise MigrationRefusedError(
+            "cannot migrate: SQLite foreign keys are enforced (PRAGMA foreign_keys=ON) and a"
+            " transaction is open, where PRAGMA foreign_keys=OFF has no effect; rebuilding"
+            " the tables would fire ON DELETE CASCADE. Run PRAGMA foreign_keys=OFF before"
+            " the migration's transaction begins (the sqla_ids env template does);"
+            " nothing was changed"
+        )
+    connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+
+
+def column_type_sql(connection: Connection, table: str, column: str) -> str:
+    """The declared type of the column, as written in its ``CREATE TABLE``."""
+    for row in connection.exec_driver_sql(f"PRAGMA table_info({_quote(connection, table)})"):
+        if row[1] == column:
+            return str(row[2])
+    raise MigrationRefusedError(f"cannot migrate: column {table}.{column} does not exist")
+
+
+def find_references(
+    connection: Connection, inspector: sa.Inspector, table: str, column: str
+) -> list[Reference]:
+    """Every FK whose referred columns include the key (``PRAGMA foreign_key_list`` order)."""
+    return _reflected.find_references(connection, inspector, table, column)
+
+
+def find_blockers(
+    connection: Connection, inspector: sa.Inspector, table: str, affected: dict[str, set[str]]
+) -> list[str]:
+    """Views and triggers that mention an affected table (a rebuild would break them)."""
+    problems = []
+    rows = connection.exec_driver_sql(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master"
+        " WHERE type IN ('view', 'trigger') ORDER BY name"
+    ).all()
+    for kind, name, on_table, sql in rows:
+        for t in sorted(affected):
+            if on_table == t or re.search(
+                rf"[\s\"`\[.(]{re.escape(t)}(?:[\s\"`\]).,;]|$)", sql or "", re.I
+            ):
+                problems.append(
+                    f"view {name} depends on {t}; drop it first and recreate it after"
+                    if kind == "view"
+                    else f"trigger {name} on {on_table} would be lost by the table rebuild;"
+                    " drop it first and recreate it after"
+                )
+                break
+    return problems
+
+
+def find_dependents(
+    connection: Connection,
+    inspector: sa.Inspector,
+    table: str,
+    column: str,
+    affected: dict[str, set[str]],
+) -> list[Dependent]:
+    """Listed for the dry run; the rebuild recreates every index from its own SQL."""
+    return _reflected.find_dependents(inspector, table, column, affected)
+
+
+def key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
+    """``AUTOINCREMENT`` and its ``sqlite_sequence`` value, to restore them exactly."""
+    sql = connection.exec_driver_sql(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (plan.table,)
+    ).scalar_one()
+    if "autoincrement" not in sql.lower():
+        return {"kind": "rowid"} if plan.key_kind == "integer" else {}
+    has_seq = connection.exec_driver_sql(
+        "SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_sequence'"
+    ).scalar()
+    seq = None
+    if has_seq:
+        seq = connection.exec_driver_sql(
+            "SELECT seq FROM sqlite_sequence WHERE name = ?", (plan.table,)
+        ).scalar()
+    return {"kind": "autoincrement", "seq": seq}
+
+
+def table_sql(connection: Connection, plan: PkMigrationPlan) -> dict[str, list[str]]:
+    """Each affected table's original ``CREATE TABLE`` and ``CREATE INDEX`` statements."""
+    result = {}
+    for t in plan.affected_tables:
+        rows = connection.exec_driver_sql(
+            "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL"
+            " ORDER BY type = 'index', name",
+            (t,),
+        ).scalars()
+        result[t] = list(rows)
+    return result
+
+
+def _new_create_sql(connection: Connection, plan: PkMigrationPlan, table: str) -> str:
+    """``CREATE TABLE`` of ``table`` with UUID key/reference columns (and the old-key column)."""
+    metadata = sa.MetaData()
+    metadata.reflect(connection)
+    t = metadata.tables[table]
+    for c in plan.columns_of(table):
+        t.c[c].type = uuid_type()
+        t.c[c].autoincrement = False
+    t.dialect_options["sqlite"]["autoincrement"] = False
+    if table == plan.table:
+        t.append_column(sa.Column(plan.old_column, RawType(plan.key_type_sql), nullable=True))
+    if plan.keep_child_old_columns:
+        for ref in plan.references:
+            if ref.table == table:
+                t.append_column(sa.Column(ref.column + "_old", RawType(ref.type_sql)))
+    return str(CreateTable(t).compile(dialect=connection.dialect))
+
+
+def rebuild(connection: Connection, plan: PkMigrationPlan, direction: str) -> None:
+    """Rebuild every affected table in ``direction`` ("upgrade" or "downgrade")."""
+    q = connection.dialect.identifier_preparer.quote
+    legacy = connection.exec_driver_sql("PRAGMA legacy_alter_table").scalar()
+    connection.exec_driver_sql("PRAGMA legacy_alter_table=ON")
+    try:
+        creates = {
+            t: (
+                _new_create_sql(connection, plan, t)
+                if direction == "upgrade"
+                else plan.table_sql[t][0]
+            )
+            for t in plan.affected_tables
+        }
+        for t in plan.affected_tables:
+            old = _OLD_PREFIX + t
+            columns = [r[1] for r in connection.exec_driver_sql(f"PRAGMA table_info({q(t)})")]
+            connection.exec_driver_sql(f"ALTER TABLE {q(t)} RENAME TO {q(old)}")
+            connection.exec_driver_sql(creates[t])
+            targets, sources = _copy_columns(plan, t, columns, direction, q)
+            progress = Progress(f"{t}: rebuild", 0)
+            copied = connection.exec_driver_sql(
+                f"INSERT INTO {q(t)} ({', '.join(targets)}) SELECT {', '.join(sources)}"
+                f" FROM {q(old)} AS o"
+            ).rowcount
+            progress.total = copied
+            progress.advance(copied)
+            connection.exec_driver_sql(f"DROP TABLE {q(old)}")
+            for index_sql in plan.table_sql[t][1:]:
+                connection.exec_driver_sql(index_sql)
+        if direction == "downgrade" and plan.default.get("kind") == "autoincrement":
+            seq = plan.default.get("seq")
+            top = connection.exec_driver_sql(
+                f"SELECT max({q(plan.column)}) FROM {q(plan.table)}"
+            ).scalar()
+            connection.exec_driver_sql(
+                "UPDATE sqlite_sequence SET seq = ? WHERE name = ?",
+                (max(seq or 0, top or 0), plan.table),
+            )
+        problems = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+        if problems:
+            raise MigrationVerificationError(
+                f"foreign key check failed after the rebuild: {problems[:5]}"
+            )
+    finally:
+        connection.exec_driver_sql(f"PRAGMA legacy_alter_table={'ON' if legacy else 'OFF'}")
+
+
+def _copy_columns(
+    plan: PkMigrationPlan, table: str, columns: list[str], direction: str, q: Any
+) -> tuple[list[str], list[str]]:
+    """Target and source expressions copying ``table`` through the mapping table."""
+    m = q(plan.mapping_table)
+    refs = {r.column for r in plan.references if r.table == table}
+    targets, sources = [], []
+    for c in columns:
+        if direction == "upgrade":
+            if table == plan.table and c == plan.column:
+                targets += [q(c), q(plan.old_column)]
+                sources += [f"(SELECT new_key FROM {m} WHERE old_key = o.{q(c)})", f"o.{q(c)}"]
+                continue
+            if c in refs:
+                targets.append(q(c))
+                sources.append(f"(SELECT new_key FROM {m} WHERE old_key = o.{q(c)})")
+                if plan.keep_child_old_columns:
+                    targets.append(q(c + "_old"))
+                    sources.append(f"o.{q(c)}")
+                continue
+        else:
+            if table == plan.table and c == plan.old_column:
+                continue
+            if plan.keep_child_old_columns and c.endswith("_old") and c[:-4] in refs:
+                continue
+            if table == plan.table and c == plan.column:
+                targets.append(q(c))
+                sources.append(f"o.{q(plan.old_column)}")
+                continue
+            if c in refs:
+                targets.append(q(c))
+                sources.append(f"(SELECT old_key FROM {m} WHERE new_key = o.{q(c)})")
+                continue
+        targets.append(q(c))
+        sources.append(f"o.{q(c)}")
+    return targets, sources
+
+
+def next_old_keys_sql(plan: PkMigrationPlan) -> str | None:
+    """Fresh old keys are numbered after the maximum."""
+    return None

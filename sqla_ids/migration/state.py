@@ -1,0 +1,58 @@
+"""The state table: one row per migrated key, holding its plan and current step.
+
+It lets ``alembic downgrade`` use exactly what was reflected at upgrade time,
+and lets a MariaDB/MySQL migration interrupted by a crash continue where it
+stopped (its DDL commits implicitly, so there is no rollback to rely on).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from sqla_ids.migration.plan import PkMigrationPlan
+
+STATE_TABLE = "sqla_ids_pk_migrations"
+
+_metadata = sa.MetaData()
+state_table = sa.Table(
+    STATE_TABLE,
+    _metadata,
+    sa.Column("table_name", sa.String(255), primary_key=True),
+    sa.Column("step", sa.String(64), nullable=False),
+    sa.Column("plan", sa.Text, nullable=False),
+)
+
+
+def load(connection: Connection, table: str) -> tuple[str, PkMigrationPlan] | None:
+    """The recorded ``(step, plan)`` of ``table``'s migration, if any."""
+    if not sa.inspect(connection).has_table(STATE_TABLE):
+        return None
+    row = connection.execute(
+        sa.select(state_table.c.step, state_table.c.plan).where(state_table.c.table_name == table)
+    ).first()
+    if row is None:
+        return None
+    return row.step, PkMigrationPlan.from_json(row.plan)
+
+
+def save(connection: Connection, plan: PkMigrationPlan, step: str) -> None:
+    """Record that ``plan`` reached ``step`` (creates the state table on first use)."""
+    state_table.create(connection, checkfirst=True)
+    updated = connection.execute(
+        sa.update(state_table)
+        .where(state_table.c.table_name == plan.table)
+        .values(step=step, plan=plan.to_json())
+    ).rowcount
+    if not updated:
+        connection.execute(
+            sa.insert(state_table).values(table_name=plan.table, step=step, plan=plan.to_json())
+        )
+
+
+def forget(connection: Connection, table: str) -> None:
+    """Remove ``table``'s row; drop the state table once it is empty."""
+    connection.execute(sa.delete(state_table).where(state_table.c.table_name == table))
+    remaining = connection.execute(sa.select(sa.func.count()).select_from(state_table)).scalar()
+    if not remaining:
+        state_table.drop(connection)

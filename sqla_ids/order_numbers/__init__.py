@@ -1,0 +1,77 @@
+"""Customer-facing order numbers: FF3-1 + check digit (SPEC §2).
+
+Pure Python (no SQLAlchemy import): the codec, its check digits, alphabets,
+keyring, batch FF3-1 engine and the unencrypted schemes. The column type
+lives in :mod:`sqla_ids.types.order_number`.
+"""
+
+from __future__ import annotations
+
+from sqla_ids.order_numbers.alphabets import ALPHABETS, CROCKFORD32, DECIMAL, Alphabet
+from sqla_ids.order_numbers.check_digits import (
+    CHECK_DIGITS,
+    CheckDigit,
+    damm_check_digit,
+    luhn_check_digit,
+    luhn_letters_check_digit,
+    verhoeff_check_digit,
+)
+from sqla_ids.order_numbers.codec import OrderNumberCodec
+from sqla_ids.order_numbers.errors import (
+    BadCharacterError,
+    BadLengthError,
+    KeyConfigurationError,
+    MisplacedSeparatorError,
+    MissingKeyError,
+    NotIssuedError,
+    OrderNumberError,
+    SelfCheckError,
+    SkippedValueError,
+    ValueOutOfRangeError,
+    WrongCheckDigitError,
+)
+from sqla_ids.order_numbers.ff3_batch import FF3Engine
+from sqla_ids.order_numbers.keys import FPEKey, Keyring, default_keyring, register_key
+from sqla_ids.order_numbers.layout import Layout, OrderNumber
+from sqla_ids.order_numbers.schemes import (
+    MonthPrefixedScheme,
+    OrderNumberScheme,
+    PlainSequenceScheme,
+    RandomIncrementScheme,
+)
+
+__all__ = [
+    "ALPHABETS",
+    "CHECK_DIGITS",
+    "CROCKFORD32",
+    "DECIMAL",
+    "Alphabet",
+    "BadCharacterError",
+    "BadLengthError",
+    "CheckDigit",
+    "FF3Engine",
+    "FPEKey",
+    "KeyConfigurationError",
+    "Keyring",
+    "Layout",
+    "MisplacedSeparatorError",
+    "MissingKeyError",
+    "MonthPrefixedScheme",
+    "NotIssuedError",
+    "OrderNumber",
+    "OrderNumberCodec",
+    "OrderNumberError",
+    "OrderNumberScheme",
+    "PlainSequenceScheme",
+    "RandomIncrementScheme",
+    "SelfCheckError",
+    "SkippedValueError",
+    "ValueOutOfRangeError",
+    "WrongCheckDigitError",
+    "damm_check_digit",
+    "default_keyring",
+    "luhn_check_digit",
+    "luhn_letters_check_digit",
+    "register_key",
+    "verhoeff_check_digit",
+]

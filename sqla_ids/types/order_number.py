@@ -1,0 +1,244 @@
+"""``FormattedOrderNumber``: the order number stored exactly as displayed.
+
+The column holds ``943-130-351``-style text (``VARCHAR`` of the format's
+maximum length) with a CHECK constraint that validates the shape in the
+database (PostgreSQL regex, MariaDB ``REGEXP``, SQLite ``GLOB``). Values
+compared with the column are user input: ``Order.number == "943130351"`` is
+validated and normalized first, so it finds ``943-130-351`` -- and a typo
+raises the specific :class:`~sqla_ids.order_numbers.OrderNumberError` when the
+expression is built, before any query.
+
+With ``sequence="orders_number_seq"`` the column also gets its default: the
+next value of a real database sequence (PostgreSQL/MariaDB ``SEQUENCE``, an
+atomically updated counter table on SQLite), encoded by the format. The
+sequence is created and dropped with the table (``create_all``/``drop_all``,
+``table.create()``, Alembic ``op.create_table``).
+
+The key is referred to by *name*; migrations and reprs never contain it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine.interfaces import ExecutionContext
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql import operators
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.expression import ColumnElement
+from sqlalchemy.sql.visitors import InternalTraversal
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from sqla_ids.dialects import for_dialect
+from sqla_ids.order_numbers.codec import OrderNumberCodec
+from sqla_ids.order_numbers.errors import SkippedValueError
+from sqla_ids.order_numbers.layout import Layout
+from sqla_ids.order_numbers.schemes import (
+    OrderNumberScheme,
+    PlainSequenceScheme,
+    RandomIncrementScheme,
+)
+
+__all__ = ["SCHEMES", "FormattedOrderNumber", "OrderNumberFormatCheck"]
+
+#: Values of ``FormattedOrderNumber(scheme=...)``.
+SCHEMES = ("ff3", "plain", "random-increment")
+
+# Operators whose right-hand side is a whole order number typed by a user.
+_WHOLE_VALUE_OPERATORS = {operators.eq, operators.ne, operators.in_op, operators.not_in_op}
+
+
+class OrderNumberFormatCheck(ColumnElement[bool]):
+    """SQL condition "this column holds a well-formed number", rendered per dialect."""
+
+    inherit_cache = False
+    type = sa.Boolean()
+    # Lets CheckConstraint find the column (dialects inspect a type-bound
+    # constraint's column).
+    _traverse_internals = [("column", InternalTraversal.dp_clauseelement)]  # noqa: RUF012
+
+    def __init__(self, column: sa.Column[Any], layout: Layout) -> None:
+        self.column = column
+        self.layout = layout
+
+
+@compiles(OrderNumberFormatCheck)
+def _compile_format_check(element: OrderNumberFormatCheck, compiler: SQLCompiler, **kw: Any) -> str:
+    column_sql = compiler.preparer.quote(element.column.name)
+    text: str = for_dialect(compiler.dialect.name).order_number_format_check(
+        column_sql, element.layout
+    )
+    return text
+
+
+class FormattedOrderNumber(TypeDecorator[str]):
+    """Order-number column: display form stored, validated input, optional sequence default.
+
+    ``scheme``: ``"ff3"`` (FF3-1 encrypted, default; needs the key ``key``),
+    ``"plain"`` (sequence value + check digit) or ``"random-increment"``
+    (plain, with random gaps of up to ``spread``). ``alphabet``,
+    ``check_digit`` and ``separator`` choose the format (see
+    :class:`~sqla_ids.order_numbers.OrderNumberCodec`).
+    """
+
+    impl = sa.String
+    cache_ok = True
+
+    def __init__(
+        self,
+        key: str = "default",
+        *,
+        scheme: str = "ff3",
+        alphabet: str = "decimal",
+        check_digit: str = "luhn",
+        separator: str = "-",
+        sequence: str | None = None,
+        spread: int = 100,
+        check_constraint: bool = True,
+    ) -> None:
+        if scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}, not {scheme!r}")
+        self.key = key
+        self.scheme = scheme
+        self.alphabet = alphabet
+        self.check_digit = check_digit
+        self.separator = separator
+        self.sequence = sequence
+        self.spread = spread
+        self.check_constraint = check_constraint
+        self._scheme = self._build_scheme()
+        super().__init__(length=self._scheme.layout.max_length)
+
+    def _build_scheme(self) -> OrderNumberScheme:
+        if self.scheme == "ff3":
+            return OrderNumberCodec(
+                self.key,
+                alphabet=self.alphabet,
+                check_digit=self.check_digit,
+                separator=self.separator,
+            )
+        if self.alphabet != "decimal":
+            raise ValueError(f"the {self.scheme!r} scheme is decimal only")
+        if self.scheme == "plain":
+            return PlainSequenceScheme(check_digit=self.check_digit, separator=self.separator)
+        return RandomIncrementScheme(
+            spread=self.spread, check_digit=self.check_digit, separator=self.separator
+        )
+
+    def __repr__(self) -> str:
+        # Constructor arguments that differ from their defaults, for Alembic's
+        # autogenerate; the key is a name, never material.
+        parameters = inspect.signature(FormattedOrderNumber.__init__).parameters
+        args = [f"key={self.key!r}"]
+        for name, parameter in parameters.items():
+            if parameter.kind is parameter.KEYWORD_ONLY:
+                value = getattr(self, name)
+                if value != parameter.default:
+                    args.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(args)})"
+
+    @property
+    def order_numbers(self) -> OrderNumberScheme:
+        """The scheme that formats, parses and decodes this column's values."""
+        return self._scheme
+
+    # -- values -------------------------------------------------------------------
+
+    @property
+    def python_type(self) -> type[str]:
+        """Values are the display strings."""
+        return str
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        """Validate and normalize what goes to the database."""
+        if value is None:
+            return None
+        return self._scheme.validate(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
+        """The stored display string, as is."""
+        return None if value is None else str(value)
+
+    def coerce_compared_value(self, op: Any, value: Any) -> TypeEngine[Any]:
+        """Whole-value comparisons use this type (normalizing input); LIKE etc. plain text."""
+        if op in _WHOLE_VALUE_OPERATORS:
+            return self
+        return sa.String()
+
+    class comparator_factory(TypeDecorator.Comparator[str]):
+        """Validate a typed number when the expression is built, not at execution."""
+
+        def operate(self, op: Any, *other: Any, **kwargs: Any) -> ColumnElement[Any]:
+            order_type: FormattedOrderNumber = self.type  # type: ignore[assignment]
+            validate = order_type._scheme.validate
+            if other and op in _WHOLE_VALUE_OPERATORS:
+                value = other[0]
+                if isinstance(value, str):
+                    other = (validate(value), *other[1:])
+                elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                    other = ([validate(v) for v in value], *other[1:])
+            return super().operate(op, *other, **kwargs)
+
+    # -- schema: CHECK constraint, sequence, default -------------------------------
+
+    def _set_parent(self, parent: Any, outer: bool = False, **kw: Any) -> None:
+        super()._set_parent(parent, outer=outer, **kw)
+        if isinstance(parent, sa.Column):
+            parent._on_table_attach(self._attach_to_table)
+
+    def _attach_to_table(self, column: sa.Column[Any], table: sa.Table) -> None:
+        if self.check_constraint:
+            name = f"ck_{table.name}_{column.name}_format"[:63]
+            # Type-bound like Enum's CHECK: recreated by the type when the table
+            # is copied, and left out of Alembic's rendered create_table.
+            check = OrderNumberFormatCheck(column, self._scheme.layout)
+            table.append_constraint(sa.CheckConstraint(check, name=name, _type_bound=True))
+        if self.sequence is None:
+            return
+        sequence = self.sequence
+        schema = table.schema
+
+        def create(target: sa.Table, connection: Connection, **kw: Any) -> None:
+            for_dialect(connection.dialect.name).order_number_create_sequence(
+                connection, sequence, schema
+            )
+
+        def drop(target: sa.Table, connection: Connection, **kw: Any) -> None:
+            for_dialect(connection.dialect.name).order_number_drop_sequence(
+                connection, sequence, schema
+            )
+
+        event.listen(table, "before_create", create)
+        event.listen(table, "after_drop", drop)
+        if column.default is None and column.server_default is None:
+            sa.ColumnDefault(self._default_function(schema))._set_parent_with_dispatch(column)
+
+    def _default_function(self, schema: str | None) -> Any:
+        def next_order_number(context: ExecutionContext) -> str:
+            connection: Connection = context.connection
+            return self.next_value(connection, schema)
+
+        return next_order_number
+
+    def next_value(self, connection: Connection, schema: str | None = None) -> str:
+        """Take the next sequence value and return its order number.
+
+        This is the column default; call it directly to show a number before
+        the row is inserted. Skipped values (SPEC §2 step 4) are passed over.
+        """
+        if self.sequence is None:
+            raise ValueError("this FormattedOrderNumber has no sequence")
+        dialect = for_dialect(connection.dialect.name)
+        scheme = self._scheme
+        while True:
+            value = dialect.order_number_next_value(connection, self.sequence, schema)
+            if isinstance(scheme, RandomIncrementScheme):
+                value = scheme.value_for(value)
+            try:
+                return scheme.encode(value)
+            except SkippedValueError:
+                continue

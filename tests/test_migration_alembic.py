@@ -1,0 +1,128 @@
+"""The Alembic side: ``sqla-ids alembic init``, ``op.migrate_pk_to_uuid7`` through
+``alembic upgrade``/``downgrade``, offline mode, and the autogenerate rewriter."""
+
+from __future__ import annotations
+
+import secrets
+import textwrap
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.autogenerate import produce_migrations, render_python_code
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy.engine import Engine
+
+from sqla_ids.alembic.rewriter import rewrite_pk_migrations
+from sqla_ids.cli import main
+from sqla_ids.errors import MigrationRefusedError
+from sqla_ids.types.uuid7 import UUIDv7
+
+
+def _tables(metadata: sa.MetaData, p: str, key_type: sa.types.TypeEngine[object]) -> None:
+    parent = sa.Table(
+        f"{p}orders",
+        metadata,
+        sa.Column("id", key_type, primary_key=True),
+        sa.Column("created_at", sa.DateTime(timezone=True)),
+    )
+    sa.Table(
+        f"{p}items",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("order_id", key_type, sa.ForeignKey(parent.c.id), nullable=False),
+    )
+
+
+@pytest.fixture
+def project(engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Config:
+    """An Alembic project made by ``sqla-ids alembic init``, pointing at ``engine``."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["alembic", "init", "migrations"]) == 0
+    env = (tmp_path / "migrations" / "env.py").read_text()
+    assert "rewrite_pk_migrations" in env and "render_item" in env
+    config = Config(str(tmp_path / "alembic.ini"))
+    url = engine.url.render_as_string(hide_password=False)
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def test_upgrade_and_downgrade_through_alembic(
+    engine: Engine, metadata: sa.MetaData, project: Config, tmp_path: Path
+) -> None:
+    p = f"a{secrets.token_hex(2)}_"
+    _tables(metadata, p, sa.Integer())
+    metadata.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(metadata.tables[f"{p}orders"].insert(), [{"id": i} for i in range(1, 51)])
+        conn.execute(
+            metadata.tables[f"{p}items"].insert(),
+            [{"id": i, "order_id": i % 50 + 1} for i in range(1, 121)],
+        )
+    (tmp_path / "migrations" / "versions" / "0001_uuid.py").write_text(
+        textwrap.dedent(
+            f"""
+            from alembic import op
+
+            revision = "0001"
+            down_revision = None
+            branch_labels = None
+            depends_on = None
+
+
+            def upgrade():
+                op.migrate_pk_to_uuid7("{p}orders", batch_size=16, seed="alembic")
+
+
+            def downgrade():
+                op.restore_pk_from_uuid7("{p}orders")
+            """
+        )
+    )
+    with pytest.raises(MigrationRefusedError, match="offline --sql mode"):
+        command.upgrade(project, "head", sql=True)
+    command.upgrade(project, "head")
+    inspector = sa.inspect(engine)
+    columns = {c["name"]: c for c in inspector.get_columns(f"{p}orders")}
+    assert "id_old" in columns
+    assert not isinstance(columns["id"]["type"], sa.Integer)
+    with engine.connect() as conn:
+        pairs = conn.exec_driver_sql(
+            f"SELECT i.id, o.id_old FROM {p}items i JOIN {p}orders o ON o.id = i.order_id"
+        ).all()
+    assert sorted(pairs) == [(i, i % 50 + 1) for i in range(1, 121)]
+    command.downgrade(project, "base")
+    inspector = sa.inspect(engine)
+    columns = {c["name"]: c for c in inspector.get_columns(f"{p}orders")}
+    assert set(columns) == {"id", "created_at"}
+    assert isinstance(columns["id"]["type"], sa.Integer)
+    with engine.connect() as conn:
+        pairs = conn.exec_driver_sql(f"SELECT id, order_id FROM {p}items").all()
+    assert sorted(pairs) == [(i, i % 50 + 1) for i in range(1, 121)]
+
+
+def test_autogenerate_rewrites_key_change_into_the_operation(
+    sqlite_engine: Engine,
+) -> None:
+    p = f"g{secrets.token_hex(2)}_"
+    database = sa.MetaData()
+    _tables(database, p, sa.Integer())
+    database.create_all(sqlite_engine)
+    model = sa.MetaData()
+    _tables(model, p, UUIDv7())
+    try:
+        with sqlite_engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            script = produce_migrations(context, model)
+            assert "alter_column" in render_python_code(script.upgrade_ops)
+            rewrite_pk_migrations(context, None, [script])
+            code = render_python_code(script.upgrade_ops)
+            down = render_python_code(script.downgrade_ops)
+    finally:
+        database.drop_all(sqlite_engine)
+    assert f"op.migrate_pk_to_uuid7('{p}orders')" in code
+    assert "alter_column" not in code
+    assert f"op.restore_pk_from_uuid7('{p}orders')" in down
+    assert "alter_column" not in down

@@ -1,0 +1,47 @@
+"""benchmarks/insert_keys.py runs end to end on a tiny size (no timing assertions)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy.engine import URL
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "insert_keys.py"
+
+
+def test_insert_keys_quick_run(postgresql_url: URL, mariadb_url: URL, tmp_path: Path) -> None:
+    # The fixtures only prove the servers are up; the script makes its own scratch schemas.
+    base_pg = postgresql_url.set(query={})
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--quick",
+            "--dialects",
+            "postgresql,mariadb,sqlite",
+            "--postgresql-url",
+            base_pg.render_as_string(hide_password=False),
+            "--mariadb-url",
+            mariadb_url.render_as_string(hide_password=False),
+            "--sqlite-url",
+            f"sqlite:///{tmp_path / 'bench.sqlite3'}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    out = result.stdout
+    for expected in (
+        "postgresql: insert 2,000 rows",
+        "mariadb: insert 2,000 rows",
+        "sqlite: insert 2,000 rows",
+        "UUIDv7 sqla_ids (client) [COPY]",
+        "UUIDv7 sqla_ids (server fn) [core]",
+        "R rows sharing each millisecond",
+        "2 processes inserting",
+    ):
+        assert expected in out, out
