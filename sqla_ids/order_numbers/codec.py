@@ -22,12 +22,12 @@ from sqla_ids.order_numbers.errors import (
 )
 from sqla_ids.order_numbers.ff3_batch import FF3Engine
 from sqla_ids.order_numbers.keys import DEFAULT_KEY_NAME, FPEKey, Keyring, default_keyring
-from sqla_ids.order_numbers.layout import Layout, OrderNumber
+from sqla_ids.order_numbers.layout import Layout, LayoutInput
 
 __all__ = ["OrderNumberCodec"]
 
 
-class OrderNumberCodec:
+class OrderNumberCodec(LayoutInput):
     """Encrypted, check-digited, grouped order numbers (the default format).
 
     ``key`` is the *name* of a key in ``keyring`` (default: the process-wide
@@ -161,23 +161,7 @@ class OrderNumberCodec:
             raise SelfCheckError("self-check failed while encoding a batch of sequence values")
         return displays
 
-    # -- input ------------------------------------------------------------------------
-
-    def parse(self, text: str) -> OrderNumber:
-        """Parse user input (separators optional, check digit verified); no key needed."""
-        return self.layout.parse(text)
-
-    def validate(self, text: str) -> str:
-        """Display form of valid input, else the specific error; no key needed."""
-        return self.layout.validate(text)
-
-    def normalize(self, text: str) -> str:
-        """Display form of input whose characters, length and separators are right."""
-        return self.layout.normalize(text)
-
-    def is_valid(self, text: str) -> bool:
-        """Whether ``text`` is well formed with a correct check digit."""
-        return self.layout.is_valid(text)
+    # -- input: parse/validate/normalize/is_valid come from LayoutInput (no key needed)
 
     # -- decode -----------------------------------------------------------------------
 

@@ -280,3 +280,28 @@ def _bracket(symbols: str) -> str:
             parts.extend(chr(c) for c in codes[start : end + 1])
         start = end + 1
     return "[" + "".join(parts) + "]"
+
+
+class LayoutInput:
+    """The user-input half of a scheme (parse/validate/normalize), served by its ``layout``.
+
+    Input handling needs no key: any scheme built on a :class:`Layout` shares it.
+    """
+
+    layout: Layout
+
+    def parse(self, text: str) -> OrderNumber:
+        """Parse user input, check digit verified."""
+        return self.layout.parse(text)
+
+    def validate(self, text: str) -> str:
+        """Display form of valid input, else the specific error."""
+        return self.layout.validate(text)
+
+    def normalize(self, text: str) -> str:
+        """Display form; characters, length and separators checked."""
+        return self.layout.normalize(text)
+
+    def is_valid(self, text: str) -> bool:
+        """Whether ``text`` is well formed with a correct check digit."""
+        return self.layout.is_valid(text)

@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from sqla_ids.order_numbers.check_digits import CheckDigit
 from sqla_ids.order_numbers.errors import NotIssuedError, ValueOutOfRangeError
-from sqla_ids.order_numbers.layout import Layout, OrderNumber
+from sqla_ids.order_numbers.layout import Layout, LayoutInput, OrderNumber
 
 __all__ = [
     "MonthPrefixedScheme",
@@ -48,27 +48,7 @@ class OrderNumberScheme(Protocol):
         """Whether input is valid."""
 
 
-class _LayoutMethods:
-    layout: Layout
-
-    def parse(self, text: str) -> OrderNumber:
-        """Parse user input, check digit verified."""
-        return self.layout.parse(text)
-
-    def validate(self, text: str) -> str:
-        """Display form of valid input, else the specific error."""
-        return self.layout.validate(text)
-
-    def normalize(self, text: str) -> str:
-        """Display form; characters, length and separators checked."""
-        return self.layout.normalize(text)
-
-    def is_valid(self, text: str) -> bool:
-        """Whether ``text`` is well formed with a correct check digit."""
-        return self.layout.is_valid(text)
-
-
-class PlainSequenceScheme(_LayoutMethods):
+class PlainSequenceScheme(LayoutInput):
     """The sequence value itself, zero-padded, grouped, with a check digit.
 
     Fast and needs no secret, but numbers are guessable and reveal volume.
@@ -162,7 +142,7 @@ class RandomIncrementScheme(PlainSequenceScheme):
         return value // self.spread
 
 
-class MonthPrefixedScheme(_LayoutMethods):
+class MonthPrefixedScheme(LayoutInput):
     """Three digits of months since ``epoch``, then a per-month sequence.
 
     ``2025-03`` with epoch 2020-01 and the 42nd order of the month is
