@@ -6,7 +6,7 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 
 import sqla_ids.alembic  # noqa: F401 - registers op.migrate_pk_to_uuid7 and friends
-from sqla_ids.alembic import render_item
+from sqla_ids.alembic import include_object, render_item
 from sqla_ids.alembic.rewriter import rewrite_pk_migrations
 
 config = context.config
@@ -28,6 +28,7 @@ def run_migrations_offline() -> None:
         literal_binds=True,
         dialect_opts={"paramstyle": "named"},
         render_item=render_item,
+        include_object=include_object,  # keeps sqla_ids' backup/state tables
         process_revision_directives=rewrite_pk_migrations,
     )
     with context.begin_transaction():
@@ -51,6 +52,7 @@ def run_migrations_online() -> None:
             connection=connection,
             target_metadata=target_metadata,
             render_item=render_item,
+            include_object=include_object,  # keeps sqla_ids' backup/state tables
             process_revision_directives=rewrite_pk_migrations,
         )
         with context.begin_transaction():

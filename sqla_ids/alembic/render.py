@@ -10,12 +10,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from sqla_ids.types.order_number import FormattedOrderNumber
 from sqla_ids.types.server_functions import UUIDv7ServerDefault
 from sqla_ids.types.uuid7 import UUIDv7
 from sqla_ids.types.uuid192 import UUID192Type
 
 # Our types, by the name they have in the ``sqla_ids`` namespace.
-_TYPES: tuple[type[sa.types.TypeEngine[Any]], ...] = (UUIDv7, UUID192Type)
+_TYPES: tuple[type[sa.types.TypeEngine[Any]], ...] = (UUIDv7, UUID192Type, FormattedOrderNumber)
 
 
 def render_item(type_: str, obj: Any, autogen_context: Any) -> str | bool:
