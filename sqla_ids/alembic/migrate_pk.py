@@ -46,8 +46,24 @@ class MigratePkToUUID7Op(MigrateOperation):
         ``<table>_uuid7_map``), ``extra_references`` (``[("audit_log",
         "order_ref")]``: plain columns without an FK), ``batch_size``,
         ``seed``, ``keep_child_old_columns``, ``drop_sequence``,
-        ``server_default`` (SQL expression for the new key's default) and
-        ``dry_run`` (log the plan, change nothing).
+        ``server_default``, ``recreate_views`` and ``dry_run`` (log the plan,
+        change nothing).
+
+        ``server_default`` replaces the autoincrement/sequence/identity
+        default. ``True`` (the default): UUIDv7 from the server function
+        ``sqla_ids_uuid7()``, installed if missing -- PostgreSQL ``DEFAULT
+        sqla_ids_uuid7()``; MariaDB/MySQL a nil placeholder ``DEFAULT`` plus a
+        ``BEFORE INSERT`` trigger; SQLite none (its functions live in the
+        client: give the model a client default such as ``uuid7_pk()``; a
+        warning is logged). A string: that SQL expression as ``DEFAULT``.
+        ``False``: no default. The downgrade restores the original default
+        exactly and drops the trigger, never the shared function.
+
+        ``recreate_views=True``: views over the affected columns (and, on
+        PostgreSQL, views over those) are dropped before the change and
+        recreated from their definitions after it, on upgrade and downgrade
+        (PostgreSQL also restores their owner, grants and comment). Without
+        it such a view is refused, naming it.
         """
         return operations.invoke(cls(table_name, **options))
 

@@ -12,6 +12,7 @@ from sqla_ids.migration.plan import (
     Dependent,
     PkMigrationPlan,
     Reference,
+    View,
     plan_pk_migration,
 )
 from sqla_ids.migration.runner import migrate_pk_to_uuid7, restore_pk_from_uuid7
@@ -22,6 +23,7 @@ __all__ = [
     "Dependent",
     "PkMigrationPlan",
     "Reference",
+    "View",
     "migrate_pk_to_uuid7",
     "plan_pk_migration",
     "restore_pk_from_uuid7",

@@ -59,6 +59,24 @@ class Dependent:
 
 
 @dataclass
+class View:
+    """A view over an affected column, dropped before the change and recreated after.
+
+    ``create_sql`` is the view's own definition as the database reports it
+    (``pg_get_viewdef``, ``SHOW CREATE VIEW``, ``sqlite_master.sql``); the
+    column names are the same after the swap, so it works on the new keys.
+    ``after_sql`` restores what the ``CREATE`` does not carry (PostgreSQL:
+    owner, grants, comment).
+    """
+
+    name: str
+    depends_on: str
+    create_sql: str
+    drop_sql: str
+    after_sql: list[str] = field(default_factory=list)
+
+
+@dataclass
 class PkMigrationPlan:
     """Everything the migration of one primary key will touch, reflected up front."""
 
@@ -82,6 +100,15 @@ class PkMigrationPlan:
     drop_sequence: bool = False
     server_default: str | None = None
     base_time_ms: int = 0
+    new_default: dict[str, Any] = field(default_factory=dict)
+    recreate_views: bool = False
+    views: list[View] = field(default_factory=list)
+
+    @property
+    def new_default_sql(self) -> str | None:
+        """The ``DEFAULT`` SQL the new key column gets (``None``: no server default)."""
+        sql = self.new_default.get("sql", self.server_default)
+        return str(sql) if sql else None
 
     @property
     def affected_tables(self) -> list[str]:
@@ -97,6 +124,17 @@ class PkMigrationPlan:
         cols = [self.column] if table == self.table else []
         return cols + [r.column for r in self.references if r.table == table]
 
+    def affected_columns(self) -> dict[str, set[str]]:
+        """Every column the migration changes or drops, per table (views over them
+        must go during the change); includes the old-key columns for the downgrade."""
+        affected: dict[str, set[str]] = {self.table: {self.column, self.old_column}}
+        for ref in self.references:
+            cols = affected.setdefault(ref.table, set())
+            cols.add(ref.column)
+            if self.keep_child_old_columns:
+                cols.add(ref.column + DEFAULT_OLD_SUFFIX)
+        return affected
+
     def to_json(self) -> str:
         """Serialise the plan (stored with the migration's state)."""
         return json.dumps(asdict(self), sort_keys=True)
@@ -107,6 +145,7 @@ class PkMigrationPlan:
         data = json.loads(text)
         data["references"] = [Reference(**r) for r in data["references"]]
         data["dependents"] = [Dependent(**d) for d in data["dependents"]]
+        data["views"] = [View(**v) for v in data.get("views", [])]
         return cls(**data)
 
     def describe(self) -> str:
@@ -126,6 +165,7 @@ class PkMigrationPlan:
         ]
         if self.default:
             lines.append(f"  key default replaced: {self.default}")
+        lines.append(f"  new key default: {describe_new_default(self.new_default)}")
         for ref in self.references:
             what = f"FK {ref.constraint}" if ref.constraint else "plain reference (no FK)"
             lines.append(
@@ -137,7 +177,24 @@ class PkMigrationPlan:
             lines.append(
                 f"  recreate {dep.kind} {dep.name} on {dep.table}({', '.join(dep.columns)})"
             )
+        for view in self.views:
+            lines.append(f"  drop view {view.name} (depends on {view.depends_on}) and recreate it")
         return "\n".join(lines)
+
+
+def describe_new_default(new_default: dict[str, Any]) -> str:
+    """One line saying how the new key column is filled by the server, if at all."""
+    kind = new_default.get("kind")
+    if kind == "uuid7_function":
+        how = f"DEFAULT {new_default['sql']}"
+        if new_default.get("triggers"):
+            how += " + BEFORE INSERT trigger " + ", ".join(new_default["triggers"])
+        return f"UUIDv7 from {new_default['function']}() ({how})"
+    if kind == "expression":
+        return f"DEFAULT {new_default['sql']}"
+    if kind == "none":
+        return f"none ({new_default.get('reason', 'not asked for')})"
+    return "none"
 
 
 def refuse(message: str) -> MigrationRefusedError:
@@ -157,9 +214,18 @@ def plan_pk_migration(
     seed: str | int | None = None,
     keep_child_old_columns: bool = False,
     drop_sequence: bool = False,
-    server_default: str | None = None,
+    server_default: str | bool = True,
+    recreate_views: bool = False,
 ) -> PkMigrationPlan:
     """Reflect ``table`` and everything that references its key; refuse what can't be done.
+
+    ``server_default``: ``True`` (the default) fills the new key on the server
+    with ``sqla_ids_uuid7()`` where the database can (PostgreSQL: column
+    default; MariaDB/MySQL: placeholder default plus a ``BEFORE INSERT``
+    trigger; SQLite: nothing, the client must supply keys); a string is used
+    as the ``DEFAULT`` SQL expression instead; ``False`` sets no default.
+    ``recreate_views``: drop the views over affected columns before the change
+    and recreate them from their definitions after (default: refuse).
 
     Raises :class:`~sqla_ids.errors.MigrationRefusedError` naming the object
     (view, trigger, composite key, unsupported type, name clash…) before any
@@ -169,6 +235,11 @@ def plan_pk_migration(
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if server_default is None or server_default == "" or not isinstance(server_default, str | bool):
+        raise ValueError(
+            f"server_default must be True (UUIDv7 from the server where possible), an SQL"
+            f" expression, or False (no default); got {server_default!r}"
+        )
     dialect = for_dialect(connection.dialect.name)
     inspector = sa.inspect(connection)
     tables = set(inspector.get_table_names())
@@ -234,7 +305,14 @@ def plan_pk_migration(
             if keep_child_old_columns and t != table and f"{c}{DEFAULT_OLD_SUFFIX}" in t_columns:
                 raise refuse(f"column {t}.{c}{DEFAULT_OLD_SUFFIX} already exists")
     _refuse_other_foreign_keys(inspector, table, column, affected)
-    blockers = dialect.find_blockers(connection, inspector, table, affected)
+    views = dialect.find_views(connection, inspector, affected)
+    blockers = [
+        f"view {v.name} depends on {v.depends_on}; drop it first and recreate it after"
+        " (or pass recreate_views=True)"
+        for v in views
+        if not recreate_views
+    ]
+    blockers += dialect.find_blockers(connection, inspector, table, affected)
     if blockers:
         raise refuse("; ".join(blockers))
     dependents = dialect.find_dependents(connection, inspector, table, column, affected)
@@ -260,10 +338,18 @@ def plan_pk_migration(
         batch_size=batch_size,
         keep_child_old_columns=keep_child_old_columns,
         drop_sequence=drop_sequence,
-        server_default=server_default,
+        server_default=server_default if isinstance(server_default, str) else None,
         base_time_ms=int(time.time() * 1000),
+        recreate_views=recreate_views,
+        views=views,
     )
     plan.default = dialect.key_default(connection, plan)
+    if isinstance(server_default, str):
+        plan.new_default = {"kind": "expression", "sql": server_default}
+    elif server_default:
+        plan.new_default = dialect.uuid7_key_default(connection, plan)
+    else:
+        plan.new_default = {"kind": "none", "reason": "server_default=False"}
     plan.table_sql = dialect.table_sql(connection, plan)
     return plan
 

@@ -28,6 +28,7 @@ from sqla_ids.migration.plan import (
     RESTORE_SUFFIX,
     PkMigrationPlan,
     plan_pk_migration,
+    refuse,
 )
 from sqla_ids.migration.progress import Progress, logger
 
@@ -115,17 +116,53 @@ def _upgrade(connection: Connection, plan: PkMigrationPlan, dialect: ModuleType,
             f"{plan.table}: mapping table has {_count(connection, plan.mapping_table)} rows"
             f" for {before[plan.table]} rows"
         )
+    _install_new_default(connection, plan)
     if dialect.STRATEGY == "rebuild":
-        dialect.rebuild(connection, plan, "upgrade")
+        _with_views(connection, plan, lambda: dialect.rebuild(connection, plan, "upgrade"))
     else:
         if not step.startswith("swap"):
             _fill_new_columns(connection, plan, dialect)
             _verify_filled(connection, plan, NEW_SUFFIX, "new_key", "old_key")
             state.save(connection, plan, "swap:0")
             step = "swap:0"
-        _run_swap(connection, plan, dialect.upgrade_swap(connection, plan), step)
+        _run_swap(connection, plan, _view_steps(plan, dialect.upgrade_swap(connection, plan)), step)
     _verify_final(connection, plan, before)
     state.save(connection, plan, "done")
+
+
+def _install_new_default(connection: Connection, plan: PkMigrationPlan) -> None:
+    """Create the shared ``sqla_ids_uuid7()`` the new default calls (idempotent, and
+    never dropped: other tables may use it), or say why there is no default."""
+    kind = plan.new_default.get("kind")
+    if kind == "uuid7_function":
+        from sqla_ids.types.server_functions import install_uuid7_function
+
+        install_uuid7_function(connection)
+    elif kind == "none" and plan.new_default.get("reason") != "server_default=False":
+        logger.warning(
+            "%s.%s gets no server default: %s",
+            plan.table,
+            plan.column,
+            plan.new_default.get("reason"),
+        )
+
+
+def _view_steps(plan: PkMigrationPlan, steps: list[Any]) -> list[Any]:
+    """The swap steps between dropping the dependent views (those built on others
+    first) and recreating them from their recorded definitions."""
+    drops = [("", None, v.drop_sql) for v in reversed(plan.views)]
+    creates = [("", None, sql) for v in plan.views for sql in [v.create_sql, *v.after_sql]]
+    return drops + list(steps) + creates
+
+
+def _with_views(connection: Connection, plan: PkMigrationPlan, work: Any) -> None:
+    """Run ``work()`` (a table rebuild) with the dependent views dropped meanwhile."""
+    for view in reversed(plan.views):
+        execute_sql(connection, view.drop_sql)
+    work()
+    for view in plan.views:
+        for sql in [view.create_sql, *view.after_sql]:
+            execute_sql(connection, sql)
 
 
 def _add_column(connection: Connection, table: str, column: str, type_sql: str) -> None:
@@ -264,11 +301,28 @@ def restore_pk_from_uuid7(connection: Connection, table: str) -> PkMigrationPlan
         raise MigrationRefusedError(
             f"the migration of {table!r} is unfinished (step {step}); run it again first"
         )
+    if step == "done":
+        _replan_views(connection, plan, dialect)
     if dialect.STRATEGY == "rebuild":
         dialect.check_foreign_keys_off(connection)
     with _bounded_transactions(connection, dialect):
         _downgrade(connection, plan, dialect, step)
     return plan
+
+
+def _replan_views(connection: Connection, plan: PkMigrationPlan, dialect: ModuleType) -> None:
+    """The views over the migrated columns as they are now (some may have been created
+    or changed since the upgrade): recreated if the upgrade was asked to, else refused."""
+    views = dialect.find_views(connection, sa.inspect(connection), plan.affected_columns())
+    if views and not plan.recreate_views:
+        raise refuse(
+            "; ".join(
+                f"view {v.name} depends on {v.depends_on}; drop it first and recreate it"
+                " after (or migrate with recreate_views=True)"
+                for v in views
+            )
+        )
+    plan.views = views
 
 
 def _number_new_rows(connection: Connection, plan: PkMigrationPlan, dialect: ModuleType) -> None:
@@ -312,7 +366,7 @@ def _downgrade(
         state.save(connection, plan, "down")
         _number_new_rows(connection, plan, dialect)
         if dialect.STRATEGY == "rebuild":
-            dialect.rebuild(connection, plan, "downgrade")
+            _with_views(connection, plan, lambda: dialect.rebuild(connection, plan, "downgrade"))
         else:
             for table, _source, target in _targets(plan, RESTORE_SUFFIX):
                 ref = next(
@@ -326,7 +380,9 @@ def _downgrade(
             step = "down-swap:0"
             state.save(connection, plan, step)
     if dialect.STRATEGY != "rebuild":
-        _run_swap(connection, plan, dialect.downgrade_swap(connection, plan), step)
+        _run_swap(
+            connection, plan, _view_steps(plan, dialect.downgrade_swap(connection, plan)), step
+        )
     _verify_final(connection, plan, before)
     keys.mapping_table(plan).drop(connection, checkfirst=True)
     state.forget(connection, plan.table)

@@ -10,6 +10,7 @@ get the same type, as InnoDB rejects FKs between differing types (errno 150).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -22,6 +23,8 @@ from sqla_ids.migration.plan import (
     Dependent,
     PkMigrationPlan,
     Reference,
+    View,
+    refuse,
 )
 
 STRATEGY = "swap"
@@ -57,27 +60,19 @@ def find_references(
 def find_blockers(
     connection: Connection, inspector: sa.Inspector, table: str, affected: dict[str, set[str]]
 ) -> list[str]:
-    """Views naming an affected column of their table, and triggers on affected tables."""
+    """Triggers on affected tables (views: :func:`find_views`)."""
     problems: list[str] = []
-    views = connection.execute(
-        sa.text(
-            "SELECT TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS"
-            " WHERE TABLE_SCHEMA = DATABASE() ORDER BY 1"
-        )
-    ).all()
-    for view, definition in views:
-        text = (definition or "").lower()
-        for t, cols in sorted(affected.items()):
-            for c in sorted(cols):
-                if f"`{t.lower()}`" in text and f"`{c.lower()}`" in text:
-                    problems.append(
-                        f"view {view} depends on {t}.{c}; drop it first and recreate it after"
-                    )
+    from sqla_ids.types.server_functions import UUID7_FUNCTION
+
+    # A trigger filling a UUIDv7 key (an earlier migration's, or the types
+    # layer's) fires on INSERT only, and the swap only updates and alters.
     triggers = connection.execute(
         sa.text(
             "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS"
-            " WHERE TRIGGER_SCHEMA = DATABASE() ORDER BY 1"
-        )
+            " WHERE TRIGGER_SCHEMA = DATABASE() AND NOT (EVENT_MANIPULATION = 'INSERT'"
+            " AND ACTION_STATEMENT LIKE :own) ORDER BY 1"
+        ),
+        {"own": f"%{UUID7_FUNCTION}()%"},
     ).all()
     problems += [
         f"trigger {name} on {t} would fire on every rewritten row"
@@ -85,6 +80,90 @@ def find_blockers(
         if t in affected
     ]
     return problems
+
+
+def find_views(
+    connection: Connection, inspector: sa.Inspector, affected: dict[str, set[str]]
+) -> list[View]:
+    """Views whose stored definition names an affected table and one of its columns.
+
+    MariaDB keeps no column dependencies, but it stores each view's definition
+    with every column fully qualified (`` `db`.`t`.`c` ``), so this finds them.
+    A view over such a view needs no recreation: MariaDB resolves it at query
+    time. ``SHOW CREATE VIEW`` gives the exact definition (algorithm, definer,
+    security, check option); it is replayed as ``CREATE OR REPLACE`` so a
+    resumed run can repeat it.
+    """
+    views: list[View] = []
+    rows = connection.execute(
+        sa.text(
+            "SELECT TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS"
+            " WHERE TABLE_SCHEMA = DATABASE() ORDER BY 1"
+        )
+    ).all()
+    for view, definition in rows:
+        text = (definition or "").lower()
+        depends_on = next(
+            (
+                f"{t}.{c}"
+                for t, cols in sorted(affected.items())
+                for c in sorted(cols)
+                if f"`{t.lower()}`" in text and f"`{c.lower()}`" in text
+            ),
+            None,
+        )
+        if depends_on is None:
+            continue
+        q = _quote(connection, view)
+        create = str(connection.exec_driver_sql(f"SHOW CREATE VIEW {q}").one()[1])
+        views.append(
+            View(
+                name=view,
+                depends_on=depends_on,
+                create_sql=re.sub(r"^CREATE ", "CREATE OR REPLACE ", create, count=1),
+                drop_sql=f"DROP VIEW IF EXISTS {q}",
+            )
+        )
+    return views
+
+
+# The trigger is named by the types layer's DDL; it is read back from there so
+# the downgrade drops exactly the trigger the upgrade created.
+_TRIGGER_NAME = re.compile(r"CREATE TRIGGER (?:IF NOT EXISTS )?(\S+) ", re.I)
+
+
+def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
+    """The new key's default: the function's nil placeholder plus a ``BEFORE INSERT``
+    trigger that replaces it (MariaDB/MySQL allow no stored function in ``DEFAULT``)."""
+    from sqla_ids.types.server_functions import (
+        UUID7_FUNCTION,
+        uuid7_column_default_sql,
+        uuid7_column_trigger_sql,
+    )
+
+    name = connection.dialect.name
+    trigger_sql = uuid7_column_trigger_sql(
+        name, _quote(connection, plan.table), _quote(connection, plan.column)
+    )
+    triggers = []
+    for sql in trigger_sql:
+        match = _TRIGGER_NAME.match(sql)
+        if match is None:  # pragma: no cover - the types layer's DDL changed shape
+            raise refuse(f"cannot read the trigger name from {sql!r}")
+        trigger = match.group(1)
+        if len(trigger.strip("`")) > 64:
+            raise refuse(
+                f"trigger name {trigger} is longer than 64 characters; pass"
+                " server_default=False (and fill the key from the client) or rename the table"
+            )
+        triggers.append(trigger)
+    return {
+        "kind": "uuid7_function",
+        "function": UUID7_FUNCTION,
+        "sql": uuid7_column_default_sql(name),
+        "trigger_sql": trigger_sql,
+        "triggers": triggers,
+    }
 
 
 def find_dependents(
@@ -189,7 +268,7 @@ def upgrade_swap(connection: Connection, plan: PkMigrationPlan) -> list[Step]:
         if table == plan.table:
             c = q(plan.column)
             marker = plan.column + NEW_SUFFIX
-            default = f" DEFAULT {plan.server_default}" if plan.server_default else ""
+            default = f" DEFAULT {plan.new_default_sql}" if plan.new_default_sql else ""
             clauses += [
                 "DROP PRIMARY KEY",
                 f"CHANGE COLUMN {c} {q(plan.old_column)} {plan.key_type_sql} NULL",
@@ -209,6 +288,8 @@ def upgrade_swap(connection: Connection, plan: PkMigrationPlan) -> list[Step]:
             clauses.append(f"CHANGE COLUMN {q(marker)} {rc} {uuid_sql} {null}")
         clauses += _add_dependents(q, plan, table)
         steps.append((table, marker, f"ALTER TABLE {q(table)} " + ", ".join(clauses)))
+        if table == plan.table:  # idempotent (IF NOT EXISTS), so safe on a resumed run
+            steps += [("", None, sql) for sql in plan.new_default.get("trigger_sql", [])]
     steps += [("", None, s) for s in adds]
     return steps
 
@@ -221,6 +302,10 @@ def downgrade_swap(connection: Connection, plan: PkMigrationPlan) -> list[Step]:
 
     drops, adds = _fk_statements(q, plan)
     steps: list[Step] = [("", None, s) for s in drops]
+    # The trigger writes UUIDs into the key: it goes before the key is integer again.
+    steps += [
+        ("", None, f"DROP TRIGGER IF EXISTS {t}") for t in plan.new_default.get("triggers", [])
+    ]
     for table in plan.affected_tables:
         clauses = _drop_dependents(q, plan, table)
         marker = None

@@ -21,6 +21,8 @@ from sqla_ids.migration.plan import (
     Dependent,
     PkMigrationPlan,
     Reference,
+    View,
+    refuse,
 )
 
 STRATEGY = "swap"
@@ -93,23 +95,10 @@ def find_references(
 def find_blockers(
     connection: Connection, inspector: sa.Inspector, table: str, affected: dict[str, set[str]]
 ) -> list[str]:
-    """Views over affected columns, triggers, partitioning, CHECKs on the columns."""
+    """Triggers, partitioning, CHECKs on the columns (views: :func:`find_views`)."""
     problems: list[str] = []
     for t, cols in sorted(affected.items()):
         params = {"t": _quote(connection, t), "cols": sorted(cols)}
-        views = connection.execute(
-            sa.text(
-                "SELECT DISTINCT v.relname, a.attname FROM pg_depend d"
-                " JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class"
-                " JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid"
-                " WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = to_regclass(:t)"
-                " AND v.oid <> d.refobjid AND a.attname = ANY(:cols) ORDER BY 1"
-            ),
-            params,
-        ).all()
-        problems += [
-            f"view {v} depends on {t}.{c}; drop it first and recreate it after" for v, c in views
-        ]
         triggers = connection.execute(
             sa.text(
                 "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass(:t)"
@@ -135,6 +124,92 @@ def find_blockers(
         ).scalars()
         problems += [f"check/exclusion constraint {n} on {t} uses the key" for n in checks]
     return problems
+
+
+# Views over the columns (pg_depend from their rewrite rule to a column), then
+# views over those views, recursively: a view can only be dropped once the
+# views built on it are gone, so they are dropped deepest first and recreated
+# in the opposite order.
+_VIEWS = sa.text(
+    """
+    WITH RECURSIVE deps(oid, level, depends_on) AS (
+        SELECT DISTINCT r.ev_class, 1, :t_name || '.' || a.attname
+        FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+        JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+        WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = to_regclass(:t)
+          AND r.ev_class <> d.refobjid AND a.attname = ANY(:cols)
+        UNION
+        SELECT r.ev_class, deps.level + 1, 'view ' || v.relname
+        FROM deps JOIN pg_class v ON v.oid = deps.oid
+        JOIN pg_depend d ON d.refobjid = deps.oid AND d.classid = 'pg_rewrite'::regclass
+        JOIN pg_rewrite r ON r.oid = d.objid
+        WHERE r.ev_class <> deps.oid
+    )
+    SELECT c.relname, c.oid::regclass::text AS qualified, c.relkind, deps.level,
+           deps.depends_on, pg_get_viewdef(c.oid) AS definition, c.reloptions,
+           CASE WHEN c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = current_user)
+                THEN quote_ident(pg_get_userbyid(c.relowner)) END AS owner,
+           quote_literal(obj_description(c.oid, 'pg_class')) AS comment,
+           ARRAY(SELECT 'GRANT ' || a.privilege_type || ' ON ' || c.oid::regclass::text
+                        || ' TO ' || CASE WHEN a.grantee = 0 THEN 'PUBLIC'
+                                          ELSE quote_ident(pg_get_userbyid(a.grantee)) END
+                        || CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END
+                 FROM aclexplode(c.relacl) a WHERE a.grantee <> c.relowner
+                 ORDER BY 1) AS grants
+    FROM deps JOIN pg_class c ON c.oid = deps.oid
+    ORDER BY deps.level, c.oid, deps.depends_on
+    """
+)
+
+
+def find_views(
+    connection: Connection, inspector: sa.Inspector, affected: dict[str, set[str]]
+) -> list[View]:
+    """Views over affected columns (and views over those), in the order to recreate them."""
+    found: dict[str, tuple[int, View]] = {}
+    for t, cols in sorted(affected.items()):
+        rows = connection.execute(
+            _VIEWS, {"t": _quote(connection, t), "t_name": t, "cols": sorted(cols)}
+        ).mappings()
+        for r in rows:
+            if r["relkind"] == "m":
+                raise refuse(
+                    f"materialized view {r['relname']} depends on {r['depends_on']}; drop it"
+                    " first and recreate it after (its data is not recreated automatically)"
+                )
+            options = f" WITH ({', '.join(r['reloptions'])})" if r["reloptions"] else ""
+            view = View(
+                name=r["relname"],
+                depends_on=r["depends_on"],
+                create_sql=f"CREATE VIEW {r['qualified']}{options} AS"
+                f" {str(r['definition']).strip().rstrip(';')}",
+                drop_sql=f"DROP VIEW IF EXISTS {r['qualified']}",
+                after_sql=_view_extras(r),
+            )
+            level = int(r["level"])
+            if r["qualified"] not in found or found[r["qualified"]][0] < level:
+                found[r["qualified"]] = (level, view)
+    return [view for _level, view in sorted(found.values(), key=lambda lv: lv[0])]
+
+
+def _view_extras(row: Any) -> list[str]:
+    """What ``CREATE VIEW`` does not carry over: owner, comment and grants."""
+    q = row["qualified"]
+    sql = [f"ALTER VIEW {q} OWNER TO {row['owner']}"] if row["owner"] else []
+    if row["comment"]:
+        sql.append(f"COMMENT ON VIEW {q} IS {row['comment']}")
+    return sql + list(row["grants"] or [])
+
+
+def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
+    """The new key's default: ``sqla_ids_uuid7()``, installed before the swap."""
+    from sqla_ids.types.server_functions import UUID7_FUNCTION, uuid7_column_default_sql
+
+    return {
+        "kind": "uuid7_function",
+        "function": UUID7_FUNCTION,
+        "sql": uuid7_column_default_sql(connection.dialect.name),
+    }
 
 
 def find_dependents(
@@ -266,8 +341,8 @@ def upgrade_swap(connection: Connection, plan: PkMigrationPlan) -> list[str]:
         f"ALTER TABLE {t} ADD CONSTRAINT {q(plan.pk_name or plan.table + '_pkey')}"
         f" PRIMARY KEY ({c})",
     ]
-    if plan.server_default:
-        sql.append(f"ALTER TABLE {t} ALTER COLUMN {c} SET DEFAULT {plan.server_default}")
+    if plan.new_default_sql:
+        sql.append(f"ALTER TABLE {t} ALTER COLUMN {c} SET DEFAULT {plan.new_default_sql}")
     for ref in plan.references:
         rt, rc = q(ref.table), q(ref.column)
         if plan.keep_child_old_columns:

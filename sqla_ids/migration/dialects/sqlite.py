@@ -23,7 +23,7 @@ from sqlalchemy.schema import CreateTable
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.migration.dialects import _reflected
 from sqla_ids.migration.keys import RawType, uuid_type
-from sqla_ids.migration.plan import Dependent, PkMigrationPlan, Reference
+from sqla_ids.migration.plan import Dependent, PkMigrationPlan, Reference, View
 from sqla_ids.migration.progress import Progress
 
 STRATEGY = "rebuild"
@@ -69,25 +69,53 @@ def find_references(
 def find_blockers(
     connection: Connection, inspector: sa.Inspector, table: str, affected: dict[str, set[str]]
 ) -> list[str]:
-    """Views and triggers that mention an affected table (a rebuild would break them)."""
-    problems = []
+    """Triggers that mention an affected table (views: :func:`find_views`)."""
+    return [
+        f"trigger {name} on {on_table} would be lost by the table rebuild;"
+        " drop it first and recreate it after"
+        for name, on_table, _sql, _t in _mentioning(connection, "trigger", affected)
+    ]
+
+
+def _mentioning(
+    connection: Connection, kind: str, affected: dict[str, set[str]]
+) -> list[tuple[str, str, str, str]]:
+    """``(name, tbl_name, sql, table)`` of each view/trigger whose SQL names an
+    affected table, in creation order (a view can only use views made before it)."""
+    found = []
     rows = connection.exec_driver_sql(
-        "SELECT type, name, tbl_name, sql FROM sqlite_master"
-        " WHERE type IN ('view', 'trigger') ORDER BY name"
+        "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = ? ORDER BY rowid", (kind,)
     ).all()
-    for kind, name, on_table, sql in rows:
+    for name, on_table, sql in rows:
         for t in sorted(affected):
             if on_table == t or re.search(
                 rf"[\s\"`\[.(]{re.escape(t)}(?:[\s\"`\]).,;]|$)", sql or "", re.I
             ):
-                problems.append(
-                    f"view {name} depends on {t}; drop it first and recreate it after"
-                    if kind == "view"
-                    else f"trigger {name} on {on_table} would be lost by the table rebuild;"
-                    " drop it first and recreate it after"
-                )
+                found.append((name, on_table, sql, t))
                 break
-    return problems
+    return found
+
+
+def find_views(
+    connection: Connection, inspector: sa.Inspector, affected: dict[str, set[str]]
+) -> list[View]:
+    """Views naming an affected table: the rebuild drops the table under them, so they
+    are dropped first and recreated from their ``CREATE VIEW`` text afterwards."""
+    q = connection.dialect.identifier_preparer.quote
+    return [
+        View(name=name, depends_on=t, create_sql=sql, drop_sql=f"DROP VIEW IF EXISTS {q(name)}")
+        for name, _on, sql, t in _mentioning(connection, "view", affected)
+    ]
+
+
+def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
+    """No server default: SQLite's ``sqla_ids_uuid7()`` lives in the client and exists
+    only on connections that registered it, so any other client could not insert."""
+    return {
+        "kind": "none",
+        "reason": "SQLite functions live in the client; rows need their key from the"
+        " application, e.g. uuid7_pk() in the model",
+    }
 
 
 def find_dependents(
@@ -140,6 +168,9 @@ def _new_create_sql(connection: Connection, plan: PkMigrationPlan, table: str) -
     for c in plan.columns_of(table):
         t.c[c].type = uuid_type()
         t.c[c].autoincrement = False
+    if table == plan.table and plan.new_default_sql:
+        # SQLite wants an expression default in parentheses.
+        t.c[plan.column].server_default = sa.DefaultClause(sa.text(f"({plan.new_default_sql})"))
     t.dialect_options["sqlite"]["autoincrement"] = False
     if table == plan.table:
         t.append_column(sa.Column(plan.old_column, RawType(plan.key_type_sql), nullable=True))
