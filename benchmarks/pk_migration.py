@@ -24,17 +24,13 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # for _report, run as a script
-
-from _report import print_table
-
 from sqla_ids.migration import migrate_pk_to_uuid7
+from sqla_ids.tools.report import print_table
 
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 

@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # for _report, run as a script
-
-from _report import print_table, write_bar_chart
-
 from sqla_ids import uuid7, uuid7_batch
+from sqla_ids.tools.report import print_table, write_bar_chart
 
 
 def _optional(module: str, attribute: str) -> Callable[[], object] | None:

@@ -21,3 +21,7 @@ class MigrationRefusedError(SqlaIdsError, ValueError):
 
 class MigrationVerificationError(SqlaIdsError):
     """A key migration's verification found a lost row or relationship; work was stopped."""
+
+
+class BenchmarkError(SqlaIdsError):
+    """A benchmark run failed on the database (e.g. a writer process died)."""

@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     ".relations",
     ".identicon",
     ".serve",
+    ".bench",
 )
 
 

@@ -145,3 +145,68 @@ def uuid7_timestamp_ms_sql(inner: str) -> str:
 # --- alembic DDL capabilities ---
 
 ALTER_TABLE_ADD_CHECK = True
+
+
+# --- insert benchmark ---
+# ``sqla-ids bench`` and benchmarks/insert_keys.py work in a throw-away
+# database. InnoDB clusters rows by primary key, so the PK index is the
+# table's data_length. Native UUID on MariaDB >= 10.7, else CHAR(32) as
+# SQLAlchemy's Uuid stores it.
+
+BENCH_METHODS = ("core",)
+BENCH_CONCURRENT = True  # concurrent writers are measured
+
+
+def _bench_native_uuid(dialect: Any) -> bool:
+    return bool(
+        getattr(dialect, "is_mariadb", False)
+        and (dialect.server_version_info or (0,)) >= _MARIADB_NATIVE_UUID
+    )
+
+
+def bench_key_ddl(dialect: Any) -> dict[str, str]:
+    """The ``id`` column DDL of the benchmark table per key column kind."""
+    return {
+        "bigint": "id BIGINT AUTO_INCREMENT PRIMARY KEY",
+        "uuid": "id UUID PRIMARY KEY"
+        if _bench_native_uuid(dialect)
+        else "id CHAR(32) CHARACTER SET ascii PRIMARY KEY",
+        "text": "id VARCHAR(36) CHARACTER SET ascii PRIMARY KEY",
+    }
+
+
+def bench_bind_value(dialect: Any, value: Any) -> Any:
+    """The text SQLAlchemy's ``Uuid`` would bind for a ``uuid.UUID``."""
+    if hasattr(value, "hex"):
+        return str(value) if _bench_native_uuid(dialect) else value.hex
+    return value
+
+
+def bench_index_stats(
+    connection: Connection, table: str
+) -> tuple[int | None, float | None, float | None]:
+    """Primary-key bytes (the clustered table) of ``table``; no density on InnoDB."""
+    connection.exec_driver_sql(f"ANALYZE TABLE {table}").all()
+    value = connection.exec_driver_sql(
+        "SELECT data_length FROM information_schema.tables "
+        f"WHERE table_schema = DATABASE() AND table_name = '{table}'"
+    ).scalar()
+    return (None if value is None else int(value)), None, None
+
+
+def bench_wal_position(connection: Connection) -> int | None:
+    """Not measured on MariaDB/MySQL."""
+    return None
+
+
+def bench_scratch_create(admin: sa.Engine, url: sa.URL, name: str) -> sa.URL:
+    """Create the throw-away database ``name``; return a URL that works inside it."""
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f"CREATE DATABASE `{name}`")
+    return url.set(database=name)
+
+
+def bench_scratch_drop(admin: sa.Engine, url: sa.URL, name: str) -> None:
+    """Drop the throw-away database ``name`` and everything in it."""
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")

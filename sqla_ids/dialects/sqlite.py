@@ -151,3 +151,75 @@ def uuid7_timestamp_ms_sql(inner: str) -> str:
 # --- alembic DDL capabilities ---
 
 ALTER_TABLE_ADD_CHECK = False  # SQLite cannot add a constraint to an existing table
+
+
+# --- insert benchmark ---
+# ``sqla-ids bench`` and benchmarks/insert_keys.py work in a throw-away
+# database file next to the user's (same disk), never in the user's file.
+# Index size comes from the dbstat virtual table where SQLite has it.
+
+BENCH_METHODS = ("core",)
+BENCH_CONCURRENT = False  # one writer at a time: SQLite locks the whole file
+
+
+def bench_key_ddl(dialect: Any) -> dict[str, str]:
+    """The ``id`` column DDL of the benchmark table per key column kind."""
+    return {
+        "bigint": "id INTEGER PRIMARY KEY",
+        "uuid": "id CHAR(32) PRIMARY KEY",
+        "text": "id TEXT PRIMARY KEY",
+    }
+
+
+def bench_bind_value(dialect: Any, value: Any) -> Any:
+    """32 hex digits, as SQLAlchemy's ``Uuid`` stores a ``uuid.UUID`` on SQLite."""
+    return value.hex if hasattr(value, "hex") else value
+
+
+def bench_index_stats(
+    connection: Connection, table: str
+) -> tuple[int | None, float | None, float | None]:
+    """Bytes of the primary-key b-tree of ``table`` (the table itself for INTEGER keys)."""
+    try:
+        value = connection.exec_driver_sql(
+            "SELECT sum(pgsize) FROM dbstat WHERE name = "
+            f"coalesce((SELECT name FROM sqlite_master WHERE tbl_name = '{table}' "
+            "AND type = 'index'), ?)",
+            (table,),
+        ).scalar()
+    except sa.exc.OperationalError:  # SQLite built without dbstat
+        return None, None, None
+    return (None if value is None else int(value)), None, None
+
+
+def bench_wal_position(connection: Connection) -> int | None:
+    """Not measured on SQLite."""
+    return None
+
+
+def _bench_scratch_path(url: sa.URL, name: str) -> str:
+    import os
+    import tempfile
+
+    database = url.database or ""
+    folder = (
+        os.path.dirname(os.path.abspath(database))
+        if database and database != ":memory:" and not database.startswith("file:")
+        else tempfile.gettempdir()
+    )
+    return os.path.join(folder, f"{name}.sqlite3")
+
+
+def bench_scratch_create(admin: sa.Engine, url: sa.URL, name: str) -> sa.URL:
+    """A URL of the throw-away database file ``name`` next to the user's database."""
+    return url.set(database=_bench_scratch_path(url, name), query={})
+
+
+def bench_scratch_drop(admin: sa.Engine, url: sa.URL, name: str) -> None:
+    """Delete the throw-away database file (and its journal files)."""
+    import os
+
+    path = _bench_scratch_path(url, name)
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)

@@ -1,0 +1,819 @@
+"""Primary-key choices under insert load, measured on a real database.
+
+Insert N rows into a fresh two-column table ``(id, n)`` per key kind and
+measure the time, the primary-key index size and, on PostgreSQL,
+``pgstatindex`` leaf density and fragmentation and the WAL bytes written --
+always next to ``bigint`` measured in the same run. Keys made by the client
+are generated before the clock starts.
+
+Everything happens in a throw-away schema (PostgreSQL), database
+(MariaDB/MySQL) or database file (SQLite) that :func:`scratch_area` creates
+and always drops, so the user's tables are never touched. What differs per
+database (column DDL, index statistics, ``COPY``, the scratch area) lives in
+the ``# --- insert benchmark ---`` section of each :mod:`sqla_ids.dialects`
+module.
+
+Used by ``benchmarks/insert_keys.py`` (the full comparison with other
+libraries) and by ``sqla-ids bench`` (:func:`run_layout_benchmark`: which
+UUIDv7 :class:`~sqla_ids.identifiers.Layout` keeps the index dense at the
+user's insert rate).
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any, NamedTuple, Protocol, cast
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+
+from sqla_ids.dialects import UnsupportedDialectError, for_dialect
+from sqla_ids.errors import BenchmarkError
+from sqla_ids.identifiers import Layout, UUIDv7Generator, uuid7_batch, uuid7_timestamp_ms
+from sqla_ids.identifiers.layout import PRESETS
+from sqla_ids.types.server_functions import (
+    UUIDv7ServerDefault,
+    install_uuid7_function,
+    register_uuid7_function,
+)
+from sqla_ids.types.uuid7 import UUIDv7
+
+CHUNK = 10_000
+"""Rows per ``executemany`` call of the Core insert."""
+TABLE = "bench_keys"
+"""Name of the benchmark table inside the scratch area."""
+RATE_CLOCK_START_MS = 1_750_000_000_000
+"""First simulated millisecond of the rows-per-millisecond runs."""
+
+
+# --- per-dialect pieces -------------------------------------------------------
+
+
+class BenchDialect(Protocol):
+    """The ``# --- insert benchmark ---`` section of a :mod:`sqla_ids.dialects` module."""
+
+    BENCH_METHODS: tuple[str, ...]
+    BENCH_CONCURRENT: bool
+
+    def bench_key_ddl(self, dialect: Any) -> dict[str, str]:
+        """``id`` column DDL per key column kind (``bigint``, ``uuid``, ``text``, …)."""
+
+    def bench_bind_value(self, dialect: Any, value: Any) -> Any:
+        """The value to bind for a client-made key."""
+
+    def bench_index_stats(
+        self, connection: Connection, table: str
+    ) -> tuple[int | None, float | None, float | None]:
+        """Primary-key bytes, leaf density % and leaf fragmentation % (``None``: unknown)."""
+
+    def bench_wal_position(self, connection: Connection) -> int | None:
+        """The server's write-ahead log position in bytes, if measured."""
+
+    def bench_scratch_create(self, admin: Engine, url: URL, name: str) -> URL:
+        """Create the throw-away area ``name``; return a URL working inside it."""
+
+    def bench_scratch_drop(self, admin: Engine, url: URL, name: str) -> None:
+        """Drop the throw-away area ``name`` and everything in it."""
+
+
+def bench_dialect(name: str) -> BenchDialect:
+    """The insert benchmark's pieces for SQLAlchemy dialect (or backend) ``name``."""
+    module = for_dialect(name)
+    if not hasattr(module, "bench_key_ddl"):
+        raise UnsupportedDialectError(
+            f"the insert benchmark does not support dialect {name!r} "
+            "(supported: postgresql, mariadb/mysql, sqlite)"
+        )
+    return cast(BenchDialect, module)
+
+
+# --- key kinds ------------------------------------------------------------------
+
+
+_GENERATORS: dict[str, UUIDv7Generator] = {}  # per process, so a writer's keys keep increasing
+
+
+def _layout_generator(layout: str) -> UUIDv7Generator:
+    if layout not in _GENERATORS:
+        _GENERATORS[layout] = UUIDv7Generator(PRESETS[layout])
+    return _GENERATORS[layout]
+
+
+def _optional(module: str, attribute: str) -> Callable[[], uuid.UUID] | None:
+    try:
+        return getattr(importlib.import_module(module), attribute)  # type: ignore[no-any-return]
+    except ImportError:
+        return None
+
+
+# Other libraries' UUIDv7, compared when installed: source -> (module, function).
+_OTHER_LIBRARIES = {"uuid6": ("uuid6", "uuid7"), "uuid_utils": ("uuid_utils.compat", "uuid7")}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One key choice: the ``id`` column and how its values are made.
+
+    Plain data, so a writer process can receive it. ``column`` is a key of
+    the dialect's ``bench_key_ddl`` or ``"server"`` (our ``sqla_ids_uuid7()``
+    as server default). ``source`` says how the client makes keys: ``server``
+    (it does not), ``uuid4``, ``uuid7``, ``uuid7-text``, ``uuid6``,
+    ``uuid_utils`` or ``random-tail``. ``layout`` names a
+    :class:`~sqla_ids.identifiers.Layout` preset; ``per_ms`` simulates that
+    many rows in each millisecond (``None``: the real clock).
+    """
+
+    name: str
+    column: str
+    source: str = "server"
+    layout: str | None = None
+    per_ms: int | None = None
+
+    def keys(self, count: int) -> list[Any] | None:
+        """``count`` new keys, or ``None`` when the database makes them."""
+        if self.source == "server":
+            return None
+        if self.source == "uuid4":
+            return [uuid.uuid4() for _ in range(count)]
+        if self.source == "uuid7" and self.per_ms is not None:
+            return keys_at_rate(PRESETS[self.layout or "default"], count, self.per_ms)
+        if self.source == "uuid7":
+            return (
+                uuid7_batch(count)
+                if self.layout is None
+                else _layout_generator(self.layout).batch(count)
+            )
+        if self.source == "uuid7-text":
+            return [str(u) for u in uuid7_batch(count)]
+        if self.source == "random-tail":
+            return random_tail_at_rate(count, self.per_ms or 1)
+        module, attribute = _OTHER_LIBRARIES[self.source]
+        function = _optional(module, attribute)
+        if function is None:
+            raise ValueError(f"key source {self.source!r} needs the package {module!r}")
+        return [function() for _ in range(count)]
+
+
+def kinds() -> list[Kind]:
+    """Every key kind of the full comparison this machine can run."""
+    found = [
+        Kind("bigint identity", "bigint"),
+        Kind("UUIDv4 (client)", "uuid", "uuid4"),
+        Kind("UUIDv7 sqla_ids (client)", "uuid", "uuid7"),
+        Kind("UUIDv7 sqla_ids (server fn)", "server"),
+        Kind("gen_random_uuid() (server)", "gen_random_uuid"),
+        Kind("UUIDv7 as text (client)", "text", "uuid7-text"),
+    ]
+    for label, source in (
+        ("UUIDv7 uuid6 (client)", "uuid6"),
+        ("UUIDv7 uuid_utils (client)", "uuid_utils"),
+    ):
+        if _optional(*_OTHER_LIBRARIES[source]) is not None:
+            found.insert(3, Kind(label, "uuid", source))
+    return found
+
+
+class _SteppedClock:
+    """A clock the benchmark moves by hand: one simulated millisecond at a time."""
+
+    def __init__(self, start_ms: int) -> None:
+        self.now = start_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def keys_at_rate(layout: Layout, count: int, per_ms: int) -> list[uuid.UUID]:
+    """``count`` UUIDv7s of ``layout``, ``per_ms`` of them in each simulated millisecond."""
+    clock = _SteppedClock(RATE_CLOCK_START_MS)
+    generator = UUIDv7Generator(layout, clock=clock)
+    values: list[uuid.UUID] = []
+    while len(values) < count:
+        values += generator.batch(min(per_ms, count - len(values)))
+        clock.now += 1
+    return values
+
+
+def clock_drift_ms(keys: Sequence[uuid.UUID], per_ms: int) -> int:
+    """How many ms the keys' timestamps ran ahead of the simulated clock, at most.
+
+    A counter that overflows advances the timestamp (SPEC §1.2); a layout
+    too small for the rate makes the stored times drift into the future.
+    """
+    return max(
+        (
+            uuid7_timestamp_ms(key) - (RATE_CLOCK_START_MS + n // per_ms)
+            for n, key in enumerate(keys)
+        ),
+        default=0,
+    )
+
+
+def random_tail_at_rate(count: int, per_ms: int) -> list[uuid.UUID]:
+    """UUIDv7s whose 74 bits after the millisecond are all random (no counter)."""
+    version_variant = (0x7 << 76) | (0b10 << 62)
+    random_mask = ((1 << 80) - 1) & ~((0xF << 76) | (0b11 << 62))
+    values = []
+    for n in range(count):
+        ms = RATE_CLOCK_START_MS + n // per_ms
+        tail = int.from_bytes(os.urandom(10), "big") & random_mask
+        values.append(uuid.UUID(int=(ms << 80) | version_variant | tail))
+    return values
+
+
+# --- one measurement --------------------------------------------------------------
+
+
+@dataclass
+class Measure:
+    """What one (kind, method) run gave."""
+
+    seconds: float
+    index_bytes: int | None
+    density: float | None = None
+    fragmentation: float | None = None
+    wal_bytes: int | None = None
+    drift_ms: int | None = None
+
+
+def create_table(conn: Connection, kind: Kind, table: str = TABLE) -> None:
+    """(Re)create the benchmark table with ``kind``'s key column."""
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+    if kind.column == "server":
+        # Same DDL as a model column with UUIDv7ServerDefault() (trigger on MariaDB).
+        md = sa.MetaData()
+        sa.Table(
+            table,
+            md,
+            sa.Column("id", UUIDv7(), primary_key=True, server_default=UUIDv7ServerDefault()),
+            sa.Column("n", sa.BigInteger, nullable=False),
+        )
+        md.create_all(conn)
+        return
+    ddl = bench_dialect(conn.dialect.name).bench_key_ddl(conn.dialect)[kind.column]
+    conn.exec_driver_sql(f"CREATE TABLE {table} ({ddl}, n BIGINT NOT NULL)")
+
+
+def insert_core(conn: Connection, keys: list[Any] | None, rows: int, table: str = TABLE) -> None:
+    """Insert ``rows`` rows by SQLAlchemy Core ``executemany`` in :data:`CHUNK`-row calls."""
+    if keys is None:
+        statement = sa.text(f"INSERT INTO {table} (n) VALUES (:n)")
+        for start in range(0, rows, CHUNK):
+            conn.execute(statement, [{"n": n} for n in range(start, min(rows, start + CHUNK))])
+        return
+    bind = bench_dialect(conn.dialect.name).bench_bind_value
+    statement = sa.text(f"INSERT INTO {table} (id, n) VALUES (:id, :n)")
+    for start in range(0, rows, CHUNK):
+        conn.execute(
+            statement,
+            [
+                {"id": bind(conn.dialect, keys[n]), "n": n}
+                for n in range(start, min(rows, start + CHUNK))
+            ],
+        )
+
+
+def insert_copy(conn: Connection, keys: list[Any] | None, rows: int, table: str = TABLE) -> None:
+    """Insert ``rows`` rows with the database's bulk-load protocol (PostgreSQL ``COPY``)."""
+    copy = getattr(for_dialect(conn.dialect.name), "bench_copy", None)
+    if copy is None:
+        raise UnsupportedDialectError(f"COPY is not available on {conn.dialect.name}")
+    copy(conn, table, keys, rows)
+
+
+def measure(engine: Engine, kind: Kind, rows: int, method: str = "core") -> Measure:
+    """Insert ``rows`` rows with ``kind`` keys by ``method`` and measure the result."""
+    pieces = bench_dialect(engine.dialect.name)
+    keys = kind.keys(rows)  # generated beforehand, outside the timing
+    with engine.begin() as conn:
+        create_table(conn, kind)
+    with engine.begin() as conn:
+        wal_before = pieces.bench_wal_position(conn)
+        started = time.perf_counter()
+        if method == "COPY":
+            insert_copy(conn, keys, rows)
+        else:
+            insert_core(conn, keys, rows)
+    seconds = time.perf_counter() - started
+    with engine.begin() as conn:
+        wal_after = pieces.bench_wal_position(conn)
+        size, density, fragmentation = pieces.bench_index_stats(conn, TABLE)
+        conn.exec_driver_sql(f"DROP TABLE {TABLE}")
+    wal = None if wal_before is None or wal_after is None else wal_after - wal_before
+    drift = None if keys is None or kind.per_ms is None else clock_drift_ms(keys, kind.per_ms)
+    return Measure(seconds, size, density, fragmentation, wal, drift)
+
+
+def _writer(url: str, kind: Kind, rows: int, chunk: int, start_line: Any) -> None:
+    engine = sa.create_engine(url)
+    register_uuid7_function(engine)  # SQLite's server function lives in the client
+    try:
+        with engine.connect() as conn:
+            kind.keys(1)  # load the key library before the start line
+            start_line.wait(_START_TIMEOUT)
+            for start in range(0, rows, chunk):
+                count = min(chunk, rows - start)
+                insert_core(conn, kind.keys(count), count)  # fresh keys, real clock
+                conn.commit()
+    except BaseException:
+        start_line.abort()  # the others (and the parent) stop waiting
+        raise
+    finally:
+        engine.dispose()
+
+
+_START_TIMEOUT = 120.0  # seconds a writer process may take to start and connect
+
+
+def measure_concurrent(engine: Engine, url: str, kind: Kind, rows: int, writers: int) -> Measure:
+    """``writers`` processes insert ``rows`` rows in total into one table at once.
+
+    Each process commits 1,000-row transactions and makes its keys as it
+    goes, with the real clock, like application servers sharing a table.
+    The clock starts when every process has connected (a barrier), so
+    process start-up is not counted.
+    """
+    pieces = bench_dialect(engine.dialect.name)
+    with engine.begin() as conn:
+        create_table(conn, kind)
+        wal_before = pieces.bench_wal_position(conn)
+    context = multiprocessing.get_context("spawn")
+    start_line = context.Barrier(writers + 1)
+    processes = [
+        context.Process(target=_writer, args=(url, kind, rows // writers, 1_000, start_line))
+        for _ in range(writers)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        start_line.wait(_START_TIMEOUT)
+        started = time.perf_counter()
+    except threading.BrokenBarrierError:
+        started = time.perf_counter()  # a writer failed to start; reported below
+    for process in processes:
+        process.join()
+    seconds = time.perf_counter() - started
+    failed = [p.exitcode for p in processes if p.exitcode]
+    with engine.begin() as conn:
+        wal_after = pieces.bench_wal_position(conn)
+        size, density, fragmentation = pieces.bench_index_stats(conn, TABLE)
+        conn.exec_driver_sql(f"DROP TABLE {TABLE}")
+    wal = None if wal_before is None or wal_after is None else wal_after - wal_before
+    if failed or start_line.broken:
+        code = failed[0] if failed else "none"
+        raise BenchmarkError(f"a writer for {kind.name} failed (exit code {code})")
+    return Measure(seconds, size, density, fragmentation, wal)
+
+
+# --- the scratch area ---------------------------------------------------------------
+
+
+@dataclass
+class Scratch:
+    """The throw-away area the benchmark works in."""
+
+    engine: Engine
+    url: str
+    """URL (with password) of the area, for writer processes."""
+    name: str
+    server_function_error: str | None = None
+    """Why ``sqla_ids_uuid7()`` could not be installed there (``None``: it is)."""
+
+
+@contextmanager
+def scratch_area(url: URL | str) -> Iterator[Scratch]:
+    """An engine on a throw-away schema/database/file, dropped afterwards (also on error).
+
+    Our server function is installed inside it, so it goes with it.
+    """
+    url = make_url(url)
+    pieces = bench_dialect(url.get_backend_name())
+    name = f"sqla_ids_bench_{secrets.token_hex(3)}"
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        scratch_url = pieces.bench_scratch_create(admin, url, name)
+        try:
+            engine = sa.create_engine(scratch_url)
+            register_uuid7_function(engine)
+            error = None
+            try:
+                with engine.begin() as conn:
+                    install_uuid7_function(conn)
+            except sa.exc.DBAPIError as failure:  # e.g. MariaDB binary log rules
+                error = str(failure.orig).strip()
+            try:
+                yield Scratch(
+                    engine, scratch_url.render_as_string(hide_password=False), name, error
+                )
+            finally:
+                engine.dispose()
+        finally:
+            pieces.bench_scratch_drop(admin, url, name)
+    finally:
+        admin.dispose()
+
+
+# --- tables of benchmarks/insert_keys.py ----------------------------------------------
+
+
+class Table(NamedTuple):
+    """A result table: title, column names and rows (arguments of ``print_table``)."""
+
+    title: str
+    header: list[str]
+    rows: list[list[object]]
+
+
+def _ratio(value: float | None, base: float | None) -> str:
+    if value is None or not base:
+        return "n/a"
+    return f"{value / base:.2f}x"
+
+
+def _mib(value: int | None) -> str:
+    return "n/a" if value is None else f"{value / 2**20:.1f}"
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
+def insert_table(
+    label: str, scratch: Scratch, rows: int, methods: Sequence[str], repeat: int = 1
+) -> Table:
+    """The main table for one database: every kind and method, ratios to ``bigint``.
+
+    With ``repeat`` > 1 the kinds run in interleaved rounds and each keeps its
+    fastest round (least disturbed by other work on a shared machine) and
+    its smallest WAL volume (WAL is counted server-wide).
+    """
+    engine = scratch.engine
+    columns = bench_dialect(engine.dialect.name).bench_key_ddl(engine.dialect)
+    table_rows: list[list[object]] = []
+    for method in methods:
+        measure(engine, kinds()[0], min(rows, 2_000), method)  # warm-up, not reported
+        chosen = [
+            kind
+            for kind in kinds()
+            if (kind.column in columns)
+            or (kind.column == "server" and scratch.server_function_error is None)
+        ]
+        best: dict[str, Measure] = {}
+        for _ in range(repeat):
+            for kind in chosen:
+                result = measure(engine, kind, rows, method)
+                previous = best.get(kind.name)
+                if previous is not None:
+                    result.seconds = min(result.seconds, previous.seconds)
+                    if previous.wal_bytes is not None and result.wal_bytes is not None:
+                        result.wal_bytes = min(result.wal_bytes, previous.wal_bytes)
+                best[kind.name] = result
+        baseline = best[chosen[0].name]
+        for kind in chosen:
+            result = best[kind.name]
+            table_rows.append(
+                [
+                    f"{kind.name} [{method}]",
+                    rows / result.seconds,
+                    _ratio(result.seconds, baseline.seconds),
+                    _mib(result.index_bytes),
+                    _ratio(result.index_bytes, baseline.index_bytes),
+                    _percent(result.density),
+                    _percent(result.fragmentation),
+                    _mib(result.wal_bytes),
+                    _ratio(result.wal_bytes, baseline.wal_bytes),
+                ]
+            )
+    return Table(
+        f"{label}: insert {rows:,} rows (keys generated beforehand; ratios to bigint)",
+        [
+            "key [method]",
+            "rows/s",
+            "time",
+            "PK MiB",
+            "PK size",
+            "leaf dens.",
+            "leaf frag.",
+            "WAL MiB",
+            "WAL",
+        ],
+        table_rows,
+    )
+
+
+def rate_table(label: str, engine: Engine, rows: int, rates: Sequence[int]) -> Table:
+    """Leaf density when ``rate`` rows share each millisecond, inserted in order.
+
+    Ours against a UUIDv7 whose bits after the millisecond are random.
+    """
+    method = "COPY" if "COPY" in bench_dialect(engine.dialect.name).BENCH_METHODS else "core"
+    table_rows: list[list[object]] = []
+    bigint = measure(engine, Kind("bigint", "bigint"), rows, method)
+    table_rows.append(["bigint identity", "-", _percent(bigint.density), _mib(bigint.index_bytes)])
+    for rate in rates:
+        for kind in (
+            Kind("UUIDv7 sqla_ids", "uuid", "uuid7", "default", rate),
+            Kind("UUIDv7 random after ms", "uuid", "random-tail", None, rate),
+        ):
+            result = measure(engine, kind, rows, method)
+            size = f"{_mib(result.index_bytes)} ({_ratio(result.index_bytes, bigint.index_bytes)})"
+            table_rows.append([kind.name, rate, _percent(result.density), size])
+    return Table(
+        f"{label}: {rows:,} rows, R rows sharing each millisecond ({method}, in order)",
+        ["key", "rows/ms", "leaf density", "PK MiB (vs bigint)"],
+        table_rows,
+    )
+
+
+def concurrent_table(label: str, scratch: Scratch, rows: int, writers: int) -> Table:
+    """``writers`` processes inserting ``rows`` rows in total into one table at once."""
+    chosen = [Kind("bigint identity", "bigint"), Kind("UUIDv4 (client)", "uuid", "uuid4")]
+    chosen.append(Kind("UUIDv7 sqla_ids (client)", "uuid", "uuid7"))
+    if scratch.server_function_error is None:
+        chosen.append(Kind("UUIDv7 sqla_ids (server fn)", "server"))
+    table_rows: list[list[object]] = []
+    base_rate = None
+    for kind in chosen:
+        result = measure_concurrent(scratch.engine, scratch.url, kind, rows, writers)
+        rate = rows / result.seconds
+        base_rate = base_rate or rate
+        table_rows.append(
+            [
+                kind.name,
+                rate,
+                f"{rate / base_rate:.2f}x",
+                _percent(result.density),
+                _mib(result.index_bytes),
+            ]
+        )
+    return Table(
+        f"{label}: {writers} processes inserting {rows:,} rows into one table (1,000-row txns)",
+        ["key", "rows/s", "vs bigint", "leaf density", "PK MiB"],
+        table_rows,
+    )
+
+
+# --- sqla-ids bench: which layout at which rate ------------------------------------------
+
+
+@dataclass
+class BenchRow:
+    """One measured key kind of :func:`run_layout_benchmark`; ratios are to ``bigint``.
+
+    ``writers`` is 1 for the in-order runs; the concurrent runs compare with
+    ``bigint`` under the same number of writers.
+    """
+
+    key: str
+    layout: str | None
+    rows_per_ms: int | None
+    writers: int
+    rows: int
+    seconds: float
+    rows_per_second: float
+    time_ratio: float | None
+    index_bytes: int | None
+    size_ratio: float | None
+    leaf_density: float | None
+    leaf_fragmentation: float | None
+    wal_bytes: int | None
+    wal_ratio: float | None
+    clock_drift_ms: int | None
+    counter_bits: int | None
+    random_bits: int | None
+
+
+@dataclass
+class LayoutBenchmark:
+    """Everything ``sqla-ids bench`` measured, and its recommendation."""
+
+    dialect: str
+    scratch: str
+    rows: int
+    rates: list[int]
+    writers: int
+    layouts: list[str]
+    results: list[BenchRow] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    recommendation: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for ``--json``."""
+        return asdict(self)
+
+
+DEFAULT_LAYOUTS = ("default", "cpython314", "no-counter")
+DEFAULT_RATES = (1, 64, 512, 4096)
+DENSITY_TOLERANCE = 2.0
+"""Percentage points of leaf density below ``bigint`` that still count as dense."""
+SIZE_TOLERANCE = 1.10
+"""Where density is not measured: index size up to this factor of the smallest UUIDv7 index."""
+MIN_ROWS_TO_JUDGE_DENSITY = 5_000
+"""Below this, an index has a handful of pages and its density says nothing."""
+
+
+def _ratio_value(value: float | None, base: float | None) -> float | None:
+    return None if value is None or not base else round(value / base, 4)
+
+
+def _row(kind: Kind, result: Measure, rows: int, writers: int, base: Measure) -> BenchRow:
+    layout = PRESETS[kind.layout] if kind.layout else None
+    return BenchRow(
+        key=kind.name,
+        layout=kind.layout,
+        rows_per_ms=kind.per_ms,
+        writers=writers,
+        rows=rows,
+        seconds=round(result.seconds, 6),
+        rows_per_second=round(rows / result.seconds, 1),
+        time_ratio=_ratio_value(result.seconds, base.seconds),
+        index_bytes=result.index_bytes,
+        size_ratio=_ratio_value(result.index_bytes, base.index_bytes),
+        leaf_density=result.density,
+        leaf_fragmentation=result.fragmentation,
+        wal_bytes=result.wal_bytes,
+        wal_ratio=_ratio_value(result.wal_bytes, base.wal_bytes),
+        clock_drift_ms=result.drift_ms,
+        counter_bits=layout.counter_bits if layout else None,
+        random_bits=layout.random_bits if layout else None,
+    )
+
+
+def check_options(rows: int, rates: Sequence[int], writers: int, layouts: Sequence[str]) -> None:
+    """Raise ``ValueError`` naming the first bad option (before anything is created)."""
+    if rows < 10:
+        raise ValueError(f"rows must be at least 10, got {rows}")
+    if not rates or any(rate < 1 for rate in rates):
+        raise ValueError(
+            f"rates must be one or more positive rows-per-millisecond, got {list(rates)}"
+        )
+    if writers < 1:
+        raise ValueError(f"writers must be at least 1, got {writers}")
+    if not layouts:
+        raise ValueError("give at least one layout")
+    for name in layouts:
+        if name not in PRESETS:
+            raise ValueError(f"unknown layout {name!r} (choose from {', '.join(PRESETS)})")
+
+
+def run_layout_benchmark(
+    url: URL | str,
+    *,
+    rows: int = 20_000,
+    rates: Sequence[int] = DEFAULT_RATES,
+    writers: int = 4,
+    layouts: Sequence[str] = DEFAULT_LAYOUTS,
+    progress: Callable[[str], None] | None = None,
+) -> LayoutBenchmark:
+    """Compare ``bigint``, UUIDv4 and our UUIDv7 per layout and rate on the database at ``url``.
+
+    For each layout preset and each rate R, ``rows`` keys are made with R
+    of them in each simulated millisecond and inserted in order; the row
+    reports how far their timestamps ran ahead of the clock (a counter too
+    short for R). Then ``writers`` processes insert at once with the real
+    clock (PostgreSQL and MariaDB/MySQL), and the server function where it
+    can be installed. All in a scratch area that is dropped afterwards.
+    """
+    check_options(rows, rates, writers, layouts)
+    rates, layouts = list(dict.fromkeys(rates)), list(dict.fromkeys(layouts))  # once each
+    say = progress or (lambda _message: None)
+    with scratch_area(url) as scratch:
+        engine = scratch.engine
+        pieces = bench_dialect(engine.dialect.name)
+        report = LayoutBenchmark(
+            dialect="mariadb"
+            if getattr(engine.dialect, "is_mariadb", False)
+            else engine.dialect.name,
+            scratch=scratch.name,
+            rows=rows,
+            rates=list(rates),
+            writers=writers,
+            layouts=list(layouts),
+        )
+        bigint = Kind("bigint", "bigint")
+        measure(engine, bigint, min(rows, 2_000))  # warm-up, not reported
+        singles = [bigint, Kind("UUIDv4", "uuid", "uuid4")]
+        singles += [
+            Kind(f"UUIDv7 {layout}", "uuid", "uuid7", layout, rate)
+            for layout in layouts
+            for rate in rates
+        ]
+        server = Kind("UUIDv7 server fn", "server")
+        if scratch.server_function_error is None:
+            singles.append(server)
+        else:
+            report.skipped.append(f"server function: {scratch.server_function_error}")
+        base: Measure | None = None
+        for kind in singles:
+            say(f"{kind.name}" + (f" at {kind.per_ms:,} rows/ms" if kind.per_ms else ""))
+            result = measure(engine, kind, rows)
+            base = base or result
+            report.results.append(_row(kind, result, rows, 1, base))
+        if writers > 1 and pieces.BENCH_CONCURRENT:
+            together = [bigint, Kind("UUIDv4", "uuid", "uuid4")]
+            together += [Kind(f"UUIDv7 {layout}", "uuid", "uuid7", layout) for layout in layouts]
+            if scratch.server_function_error is None:
+                together.append(server)
+            base = None
+            for kind in together:
+                say(f"{kind.name}, {writers} writers")
+                result = measure_concurrent(engine, scratch.url, kind, rows, writers)
+                base = base or result
+                report.results.append(_row(kind, result, rows, writers, base))
+        elif writers > 1:
+            report.skipped.append(
+                f"{writers} concurrent writers: {report.dialect} lets one writer at a time in"
+            )
+    report.recommendation = recommend(report)
+    return report
+
+
+def counter_bits_for(per_ms: int, guard_bits: int = 1) -> int:
+    """Shortest counter that never overflows at ``per_ms`` keys per millisecond.
+
+    A counter re-seeded below ``2**(bits - guard_bits)`` has at least
+    ``2**bits - 2**(bits - guard_bits)`` steps left in its millisecond.
+    """
+    bits = guard_bits
+    while (1 << bits) - (1 << (bits - guard_bits)) < per_ms:
+        bits += 1
+    return bits
+
+
+def _dense(row: BenchRow, rows: Sequence[BenchRow], base: BenchRow) -> bool | None:
+    if row.leaf_density is not None and base.leaf_density is not None:
+        return row.leaf_density >= base.leaf_density - DENSITY_TOLERANCE
+    sizes = [r.index_bytes for r in rows if r.layout and r.index_bytes and r.writers == row.writers]
+    if row.index_bytes is None or not sizes:
+        return None
+    return row.index_bytes <= SIZE_TOLERANCE * min(sizes)
+
+
+def _density_text(row: BenchRow, base: BenchRow) -> str:
+    if row.leaf_density is not None and base.leaf_density is not None:
+        return f"PK leaf density {row.leaf_density:.1f}% (bigint {base.leaf_density:.1f}%)"
+    if row.size_ratio is not None:
+        return f"PK size {row.size_ratio:.2f}x bigint"
+    return "its keys in order"
+
+
+def recommend(report: LayoutBenchmark) -> str:
+    """One line: the layout with the most random bits that stays dense and on time."""
+    singles = [r for r in report.results if r.writers == 1]
+    base = singles[0]
+    top = max(report.rates)
+    verdicts: dict[str, str | None] = {}  # layout -> why not (None: fine)
+    for layout in report.layouts:
+        why = None
+        for row in (r for r in singles if r.layout == layout):
+            assert row.rows_per_ms is not None
+            if row.clock_drift_ms:
+                why = (
+                    f"timestamps ran {row.clock_drift_ms:,} ms ahead at {row.rows_per_ms:,} rows/ms"
+                )
+                break
+            if report.rows >= MIN_ROWS_TO_JUDGE_DENSITY and _dense(row, singles, base) is False:
+                why = f"{_density_text(row, base)} at {row.rows_per_ms:,} rows/ms"
+                break
+        verdicts[layout] = why
+    good = [name for name, why in verdicts.items() if why is None]
+    sizing = f"a counter needs >= {counter_bits_for(top)} bits (1 guard bit) for {top:,} rows/ms"
+    others = "; ".join(f"{name}: {why}" for name, why in verdicts.items() if why)
+    if not good:
+        return (
+            f"no requested layout keeps the index dense without clock drift at {top:,} rows/ms "
+            f"({others}); {sizing}, or use the server function"
+        )
+    best = max(good, key=lambda name: PRESETS[name].random_bits)
+    chosen = PRESETS[best]
+    at_top = next(r for r in singles if r.layout == best and r.rows_per_ms == top)
+    judged = report.rows >= MIN_ROWS_TO_JUDGE_DENSITY
+    if judged:
+        keeps = f"keeps {_density_text(at_top, base)} at {top:,} rows/ms without clock drift"
+    else:
+        keeps = (
+            f"keeps its timestamps on the clock at {top:,} rows/ms (density not judged below "
+            f"{MIN_ROWS_TO_JUDGE_DENSITY:,} rows)"
+        )
+    line = (
+        f"layout {best!r} ({chosen.counter_bits}-bit counter, {chosen.random_bits} random bits) "
+        f"{keeps}; {sizing}"
+    )
+    together = [r for r in report.results if r.writers > 1]
+    mine = next((r for r in together if r.layout == best), None)
+    if mine is not None and mine.leaf_density is not None and judged:
+        line += f"; with {mine.writers} writers its leaf density is {mine.leaf_density:.1f}%"
+        if mine.leaf_density < 85.0:
+            line += " (below 85%: consider the server function, monotonic across connections)"
+    if others:
+        line += f"; not {others}"
+    return line
