@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -43,10 +44,9 @@ def _scratch_name() -> str:
     return f"sqla_ids_t_{secrets.token_hex(4)}"
 
 
-@pytest.fixture(scope="session")
-def postgresql_url() -> Iterator[URL]:
-    """URL of a fresh PostgreSQL schema (first in ``search_path``), dropped afterwards."""
-    base = make_url(os.environ.get("SQLA_IDS_TEST_POSTGRESQL_URL", DEFAULT_POSTGRESQL_URL))
+@contextmanager
+def _postgresql_scratch(base: URL) -> Iterator[URL]:
+    """A new schema first in ``search_path``; dropped with everything in it afterwards."""
     schema = _scratch_name()
     admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
     try:
@@ -65,10 +65,9 @@ def postgresql_url() -> Iterator[URL]:
         admin.dispose()
 
 
-@pytest.fixture(scope="session")
-def mariadb_url() -> Iterator[URL]:
-    """URL of a fresh MariaDB database, dropped afterwards."""
-    base = make_url(os.environ.get("SQLA_IDS_TEST_MARIADB_URL", DEFAULT_MARIADB_URL))
+@contextmanager
+def _mariadb_scratch(base: URL) -> Iterator[URL]:
+    """A new database; dropped afterwards."""
     database = _scratch_name()
     admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
     try:
@@ -83,6 +82,26 @@ def mariadb_url() -> Iterator[URL]:
         with admin.connect() as conn:
             conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{database}`")
         admin.dispose()
+
+
+def _base_url(dialect: str) -> URL:
+    if dialect == "postgresql":
+        return make_url(os.environ.get("SQLA_IDS_TEST_POSTGRESQL_URL", DEFAULT_POSTGRESQL_URL))
+    return make_url(os.environ.get("SQLA_IDS_TEST_MARIADB_URL", DEFAULT_MARIADB_URL))
+
+
+@pytest.fixture(scope="session")
+def postgresql_url() -> Iterator[URL]:
+    """URL of a fresh PostgreSQL schema (first in ``search_path``), dropped afterwards."""
+    with _postgresql_scratch(_base_url("postgresql")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def mariadb_url() -> Iterator[URL]:
+    """URL of a fresh MariaDB database, dropped afterwards."""
+    with _mariadb_scratch(_base_url("mariadb")) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -131,3 +150,19 @@ def metadata(engine: Engine) -> Iterator[sa.MetaData]:
     md = sa.MetaData()
     yield md
     md.drop_all(engine)
+
+
+@pytest.fixture
+def private_engine(engine: Engine, tmp_path: Path) -> Iterator[Engine]:
+    """Like ``engine`` (same dialect), on a schema/database of this test's own.
+
+    For tests that create or drop objects other tests may depend on, such as
+    the server-side ``sqla_ids_uuid7()`` function.
+    """
+    name = engine.dialect.name
+    if name == "sqlite":
+        yield from _engine(make_url(f"sqlite:///{tmp_path / 'private.sqlite3'}"))
+        return
+    scratch = _postgresql_scratch if name == "postgresql" else _mariadb_scratch
+    with scratch(_base_url(name)) as url:
+        yield from _engine(url)

@@ -42,7 +42,8 @@ _MANY = {
 
 
 @pytest.fixture
-def function_engine(engine: Engine) -> Iterator[Engine]:
+def function_engine(private_engine: Engine) -> Iterator[Engine]:
+    engine = private_engine
     register_uuid7_function(engine)
     with engine.begin() as conn:
         install_uuid7_function(conn)
@@ -85,7 +86,8 @@ def test_server_default_fills_rows_from_other_clients(function_engine: Engine) -
         md.drop_all(function_engine)
 
 
-def test_metadata_create_all_installs_and_drop_all_removes(engine: Engine) -> None:
+def test_metadata_create_all_installs_and_drop_all_removes(private_engine: Engine) -> None:
+    engine = private_engine
     md = sa.MetaData()
     sa.Table(
         "t_srv_md",
@@ -132,7 +134,8 @@ def test_alembic_offline_mode_emits_the_sql(dialect_name: str) -> None:
     )
 
 
-def test_alembic_operations_online(engine: Engine) -> None:
+def test_alembic_operations_online(private_engine: Engine) -> None:
+    engine = private_engine
     register_uuid7_function(engine)
     with engine.begin() as conn:
         op = Operations(MigrationContext.configure(conn))
