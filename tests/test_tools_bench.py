@@ -17,12 +17,8 @@ from sqlalchemy.engine import URL, Engine
 
 from sqla_ids.cli import main
 from sqla_ids.identifiers import Layout
-from sqla_ids.tools.insert_benchmark import (
-    clock_drift_ms,
-    counter_bits_for,
-    keys_at_rate,
-    scratch_area,
-)
+from sqla_ids.tools.insert_benchmark import clock_drift_ms, keys_at_rate, scratch_area
+from sqla_ids.tools.layout_benchmark import counter_bits_for
 
 DIALECTS = ["postgresql", "mariadb", "sqlite"]
 LAYOUTS = ["default", "no-counter"]

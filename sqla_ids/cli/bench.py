@@ -17,7 +17,7 @@ from sqla_ids.cli.find import add_url_argument
 from sqla_ids.errors import CommandError, SqlaIdsError
 
 if TYPE_CHECKING:
-    from sqla_ids.tools.insert_benchmark import LayoutBenchmark
+    from sqla_ids.tools.layout_benchmark import LayoutBenchmark
 
 # SQLAlchemy is imported inside ``run``: building the parser stays light.
 
@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the benchmark in a scratch area and print the table or JSON."""
     import sqlalchemy as sa
 
-    from sqla_ids.tools.insert_benchmark import bench_dialect, check_options, run_layout_benchmark
+    from sqla_ids.tools.insert_benchmark import bench_dialect
+    from sqla_ids.tools.layout_benchmark import check_options, run_layout_benchmark
 
     rates = _integers("--rates", args.rates)
     layouts = [name.strip() for name in args.layouts.split(",") if name.strip()]
