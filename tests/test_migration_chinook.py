@@ -142,8 +142,13 @@ def _joins(engine: Engine) -> dict[str, list[Any]]:
             JOIN {n("Invoice")} i ON i.{n("InvoiceId")} = il.{n("InvoiceId")}
             ORDER BY 1, 2, 3, 4""",
     }
+    # Compared as sorted lists (multisets): under MariaDB's case- and
+    # accent-insensitive collation ORDER BY leaves ties in arbitrary order.
     with engine.connect() as conn:
-        return {k: [tuple(r) for r in conn.exec_driver_sql(q)] for k, q in queries.items()}
+        return {
+            k: sorted((tuple(r) for r in conn.exec_driver_sql(q)), key=repr)
+            for k, q in queries.items()
+        }
 
 
 def _snapshot(engine: Engine) -> dict[str, Any]:
