@@ -23,13 +23,24 @@ _LAST = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen",
 _PRODUCTS = ["keyboard", "mouse", "monitor", "cable", "dock", "headset", "webcam", "lamp"]
 
 
+def _bigint() -> sa.types.TypeEngine[int]:
+    # SQLite only auto-increments an INTEGER PRIMARY KEY (the rowid alias).
+    return sa.BigInteger().with_variant(sa.Integer, "sqlite")
+
+
 def bigint_key() -> sa.Column[int]:
-    """An auto-incrementing ``bigint`` primary key (``INTEGER`` on SQLite, where it must be)."""
+    """An auto-incrementing ``bigint`` primary key."""
+    return sa.Column("id", _bigint(), primary_key=True, autoincrement=True)
+
+
+def bigint_reference(name: str, target: str, constraint: str) -> sa.Column[int]:
+    """A required, indexed ``bigint`` foreign key to ``target.id`` (``ON DELETE CASCADE``)."""
     return sa.Column(
-        "id",
-        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
-        primary_key=True,
-        autoincrement=True,
+        name,
+        _bigint(),
+        sa.ForeignKey(f"{target}.id", name=constraint, ondelete="CASCADE"),
+        nullable=False,
+        index=True,
     )
 
 
@@ -47,13 +58,7 @@ def shop_metadata() -> sa.MetaData:
         ORDERS,
         metadata,
         bigint_key(),
-        sa.Column(
-            "customer_id",
-            sa.BigInteger().with_variant(sa.Integer, "sqlite"),
-            sa.ForeignKey(f"{CUSTOMERS}.id", name="fk_demo_orders_customer", ondelete="CASCADE"),
-            nullable=False,
-            index=True,
-        ),
+        bigint_reference("customer_id", CUSTOMERS, "fk_demo_orders_customer"),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("total_cents", sa.Integer, nullable=False),
     )
@@ -61,13 +66,7 @@ def shop_metadata() -> sa.MetaData:
         ORDER_LINES,
         metadata,
         bigint_key(),
-        sa.Column(
-            "order_id",
-            sa.BigInteger().with_variant(sa.Integer, "sqlite"),
-            sa.ForeignKey(f"{ORDERS}.id", name="fk_demo_lines_order", ondelete="CASCADE"),
-            nullable=False,
-            index=True,
-        ),
+        bigint_reference("order_id", ORDERS, "fk_demo_lines_order"),
         sa.Column("product", sa.String(40), nullable=False),
         sa.Column("quantity", sa.Integer, nullable=False),
         sa.Column("price_cents", sa.Integer, nullable=False),
