@@ -66,6 +66,9 @@ if TYPE_CHECKING:  # type checkers see the lazy names' real types
         UUID7_FUNCTION as UUID7_FUNCTION,
     )
     from sqla_ids.types.server_functions import (
+        UUID7_SERIAL_FUNCTION as UUID7_SERIAL_FUNCTION,
+    )
+    from sqla_ids.types.server_functions import (
         UUIDv7ServerDefault as UUIDv7ServerDefault,
     )
     from sqla_ids.types.server_functions import (
@@ -110,6 +113,7 @@ _LAZY: dict[str, str] = {
     "last_uuid7": "sqla_ids.types.defaults",
     "UUIDv7ServerDefault": "sqla_ids.types.server_functions",
     "UUID7_FUNCTION": "sqla_ids.types.server_functions",
+    "UUID7_SERIAL_FUNCTION": "sqla_ids.types.server_functions",
     "install_uuid7_function": "sqla_ids.types.server_functions",
     "remove_uuid7_function": "sqla_ids.types.server_functions",
     "register_uuid7_function": "sqla_ids.types.server_functions",

@@ -30,5 +30,5 @@ def render_item(type_: str, obj: Any, autogen_context: Any) -> str | bool:
         return f"sqla_ids.{obj!r}"
     if type_ == "server_default" and isinstance(obj, UUIDv7ServerDefault):
         autogen_context.imports.add("import sqla_ids")
-        return "sqla_ids.UUIDv7ServerDefault()"
+        return f"sqla_ids.{obj!r}"
     return False

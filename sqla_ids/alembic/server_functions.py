@@ -2,7 +2,8 @@
 
 ``op.create_uuid7_function()`` / ``op.drop_uuid7_function()`` (reverses of
 each other) and ``op.create_uuid7_trigger(table, column)`` for MariaDB/MySQL,
-where a trigger stands in for a function ``DEFAULT``. They emit plain SQL
+where a trigger stands in for a function ``DEFAULT``. With ``serial=True``
+they handle ``sqla_ids_uuid7_serial()`` (and its sequence) instead. They emit plain SQL
 through ``op.execute``, so offline ``alembic upgrade --sql`` prints it.
 Importing this module registers the operations.
 """
@@ -24,28 +25,34 @@ from sqla_ids.types.server_functions import (
 class CreateUUID7FunctionOp(MigrateOperation):
     """Create ``sqla_ids_uuid7()`` (nothing on SQLite, where the app registers it)."""
 
+    def __init__(self, serial: bool = False) -> None:
+        self.serial = serial
+
     @classmethod
-    def create_uuid7_function(cls, operations: Operations) -> Any:
-        """Create the server-side UUIDv7 function ``sqla_ids_uuid7()``."""
-        return operations.invoke(cls())
+    def create_uuid7_function(cls, operations: Operations, serial: bool = False) -> Any:
+        """Create ``sqla_ids_uuid7()``, or with ``serial=True`` ``sqla_ids_uuid7_serial()``."""
+        return operations.invoke(cls(serial))
 
     def reverse(self) -> DropUUID7FunctionOp:
         """Dropping the function undoes this."""
-        return DropUUID7FunctionOp()
+        return DropUUID7FunctionOp(self.serial)
 
 
 @Operations.register_operation("drop_uuid7_function")
 class DropUUID7FunctionOp(MigrateOperation):
     """Drop ``sqla_ids_uuid7()`` if it exists."""
 
+    def __init__(self, serial: bool = False) -> None:
+        self.serial = serial
+
     @classmethod
-    def drop_uuid7_function(cls, operations: Operations) -> Any:
-        """Drop the server-side UUIDv7 function ``sqla_ids_uuid7()``."""
-        return operations.invoke(cls())
+    def drop_uuid7_function(cls, operations: Operations, serial: bool = False) -> Any:
+        """Drop ``sqla_ids_uuid7()``, or with ``serial=True`` the serial function and sequence."""
+        return operations.invoke(cls(serial))
 
     def reverse(self) -> CreateUUID7FunctionOp:
         """Creating the function undoes this."""
-        return CreateUUID7FunctionOp()
+        return CreateUUID7FunctionOp(self.serial)
 
 
 @Operations.register_operation("create_uuid7_trigger")
@@ -56,16 +63,20 @@ class CreateUUID7TriggerOp(MigrateOperation):
     the function directly.
     """
 
-    def __init__(self, table_name: str, column_name: str = "id") -> None:
+    def __init__(self, table_name: str, column_name: str = "id", serial: bool = False) -> None:
         self.table_name = table_name
         self.column_name = column_name
+        self.serial = serial
 
     @classmethod
     def create_uuid7_trigger(
-        cls, operations: Operations, table_name: str, column_name: str = "id"
+        cls, operations: Operations, table_name: str, column_name: str = "id", serial: bool = False
     ) -> Any:
-        """Add the trigger filling ``table_name.column_name`` with ``sqla_ids_uuid7()``."""
-        return operations.invoke(cls(table_name, column_name))
+        """Add the trigger filling ``table_name.column_name`` with ``sqla_ids_uuid7()``.
+
+        ``serial=True`` calls ``sqla_ids_uuid7_serial()`` instead.
+        """
+        return operations.invoke(cls(table_name, column_name, serial))
 
 
 def _dialect_name(operations: Operations) -> str:
@@ -75,13 +86,13 @@ def _dialect_name(operations: Operations) -> str:
 
 @Operations.implementation_for(CreateUUID7FunctionOp)
 def _create_function(operations: Operations, operation: CreateUUID7FunctionOp) -> None:
-    for statement in uuid7_function_create_sql(_dialect_name(operations)):
+    for statement in uuid7_function_create_sql(_dialect_name(operations), operation.serial):
         operations.execute(statement)
 
 
 @Operations.implementation_for(DropUUID7FunctionOp)
 def _drop_function(operations: Operations, operation: DropUUID7FunctionOp) -> None:
-    for statement in uuid7_function_drop_sql(_dialect_name(operations)):
+    for statement in uuid7_function_drop_sql(_dialect_name(operations), operation.serial):
         operations.execute(statement)
 
 
@@ -90,6 +101,9 @@ def _create_trigger(operations: Operations, operation: CreateUUID7TriggerOp) -> 
     dialect = operations.get_context().dialect
     preparer = dialect.identifier_preparer
     for statement in uuid7_column_trigger_sql(
-        dialect.name, preparer.quote(operation.table_name), preparer.quote(operation.column_name)
+        dialect.name,
+        preparer.quote(operation.table_name),
+        preparer.quote(operation.column_name),
+        serial=operation.serial,
     ):
         operations.execute(statement)

@@ -96,6 +96,45 @@ RETURN LOWER(CONCAT(
   HEX(8 | (ASCII(RANDOM_BYTES(1)) & 3)), SUBSTRING(HEX(RANDOM_BYTES(8)), 2)))"""
 
 
+# The serial variant, ``sqla_ids_uuid7_serial()``, orders values across
+# connections with the layout of the PostgreSQL one: the millisecond, then 44
+# bits of a SEQUENCE (MariaDB >= 10.3; its cache is shared by all
+# connections, so values come out in call order), then 28 random bits. It
+# reads the clock at the call (``SYSDATE(6)``), not at the statement's start
+# like ``@@timestamp``, so a long statement cannot stamp late rows early.
+# ``UNIX_TIMESTAMP`` of a local time is exact unless the session time zone
+# has daylight saving (one ambiguous hour a year); the per-connection
+# millisecond never goes back.
+_UUID7_SERIAL_MAX = 2**44 - 1
+_UUID7_SERIAL_FUNCTION = """\
+CREATE FUNCTION IF NOT EXISTS {name}() RETURNS CHAR(32) CHARSET ascii
+NOT DETERMINISTIC MODIFIES SQL DATA
+RETURN LOWER(CONCAT(
+  LPAD(HEX(@sqla_ids_uuid7_serial_ms := GREATEST(
+    CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000 AS UNSIGNED), COALESCE(@sqla_ids_uuid7_serial_ms, 0))),
+    12, '0'),
+  '7', INSERT(LPAD(HEX(NEXTVAL({sequence})), 11, '0'), 4, 0, '8'),
+  SUBSTRING(HEX(RANDOM_BYTES(4)), 2)))"""
+
+
+def uuid7_serial_supported(dialect: Any) -> bool:
+    """MariaDB 10.3+ has sequences; MySQL has none."""
+    return bool(dialect.supports_sequences)
+
+
+def uuid7_serial_function_create_sql(name: str, sequence: str) -> list[str]:
+    """Statements creating ``sequence`` and the serial UUIDv7 function ``name()``."""
+    return [
+        f"CREATE SEQUENCE IF NOT EXISTS {sequence} MAXVALUE {_UUID7_SERIAL_MAX} CYCLE",
+        _UUID7_SERIAL_FUNCTION.format(name=name, sequence=sequence),
+    ]
+
+
+def uuid7_serial_function_drop_sql(name: str, sequence: str) -> list[str]:
+    """Statements dropping the serial function and its sequence."""
+    return [f"DROP FUNCTION IF EXISTS {name}", f"DROP SEQUENCE IF EXISTS {sequence}"]
+
+
 def uuid7_function_create_sql(name: str) -> list[str]:
     """Statements creating the UUIDv7 function ``name()``."""
     return [_UUID7_FUNCTION.format(name=name)]
@@ -175,11 +214,11 @@ def bench_key_ddl(dialect: Any) -> dict[str, str]:
     }
 
 
-def bench_bind_value(dialect: Any, value: Any) -> Any:
-    """The text SQLAlchemy's ``Uuid`` would bind for a ``uuid.UUID``."""
-    if hasattr(value, "hex"):
-        return str(value) if _bench_native_uuid(dialect) else value.hex
-    return value
+def bench_key_type(dialect: Any, column: str) -> Any:
+    """The type an application declares for ``column``, matching :func:`bench_key_ddl`."""
+    if column == "text":
+        return sa.Text()
+    return sa.UUID() if _bench_native_uuid(dialect) else sa.Uuid(native_uuid=False)
 
 
 def bench_index_stats(

@@ -105,6 +105,52 @@ def uuid7_column_after_create_sql(name: str, table: str, column: str) -> list[st
     return []
 
 
+# The serial variant, ``sqla_ids_uuid7_serial()``, orders values across
+# connections: after the millisecond come 44 bits of a SEQUENCE (12 in rand_a,
+# 32 after the variant nibble, which is fixed to 8), then 28 random bits.
+# nextval is atomic and CACHE 1 hands out values in call order, so a call that
+# starts after another has returned gets a later-or-equal millisecond and a
+# larger sequence value: a greater UUID, whichever connection made it. The
+# millisecond is also kept from going back per session, like the tick above.
+# The sequence's name is schema-qualified when the function is created (a DO
+# block puts current_schema() in place of @seq@), so callers with another
+# search_path work.
+UUID7_SERIAL_MAX = 2**44 - 1
+"""Largest sequence value the serial layout holds; the sequence cycles after it."""
+
+_UUID7_SERIAL_SQL = """\
+CREATE OR REPLACE FUNCTION {name}() RETURNS uuid LANGUAGE sql VOLATILE AS $fn$
+SELECT (lpad(to_hex(set_config('sqla_ids.uuid7_serial_ms', greatest(
+    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+    coalesce(nullif(current_setting('sqla_ids.uuid7_serial_ms', true), '')::bigint, 0)
+  )::text, false)::bigint), 12, '0') || '7'
+  || overlay(lpad(to_hex(nextval('@seq@'::regclass)), 11, '0') PLACING '8' FROM 4 FOR 0)
+  || substr(gen_random_uuid()::text, 1, 7))::uuid
+$fn$"""
+
+
+def uuid7_serial_supported(dialect: Any) -> bool:
+    """Every supported PostgreSQL has sequences."""
+    return True
+
+
+def uuid7_serial_function_create_sql(name: str, sequence: str) -> list[str]:
+    """Statements creating ``sequence`` and the serial UUIDv7 function ``name()``."""
+    body = _UUID7_SERIAL_SQL.format(name=name)
+    return [
+        # CACHE 1: a per-session cache would hand out values out of call order.
+        f"CREATE SEQUENCE IF NOT EXISTS {sequence} AS bigint MAXVALUE {UUID7_SERIAL_MAX} "
+        "CACHE 1 CYCLE",
+        f"DO $do$\nBEGIN\n  EXECUTE replace($sql${body}$sql$, $q$'@seq@'$q$,\n"
+        f"    quote_literal(quote_ident(current_schema()) || '.{sequence}'));\nEND\n$do$",
+    ]
+
+
+def uuid7_serial_function_drop_sql(name: str, sequence: str) -> list[str]:
+    """Statements dropping the serial function and its sequence."""
+    return [f"DROP FUNCTION IF EXISTS {name}()", f"DROP SEQUENCE IF EXISTS {sequence}"]
+
+
 # --- uuid7 sql expressions ---
 # UUID192 is ``bytea``; its first 16 bytes are the UUID. A UUIDv7's
 # millisecond timestamp is its first 12 hex digits.
@@ -161,9 +207,9 @@ def bench_key_ddl(dialect: Any) -> dict[str, str]:
     }
 
 
-def bench_bind_value(dialect: Any, value: Any) -> Any:
-    """psycopg binds ``uuid.UUID`` natively."""
-    return value
+def bench_key_type(dialect: Any, column: str) -> Any:
+    """The type an application declares for ``column`` (keys from other libraries)."""
+    return sa.Text() if column == "text" else sa.Uuid()
 
 
 def bench_index_stats(
@@ -190,6 +236,18 @@ def bench_index_stats(
     except sa.exc.DBAPIError:
         return size, None, None
     return size, float(density), float(fragmentation)
+
+
+def bench_settle(connection: Connection) -> None:
+    """Write out the previous run's dirty pages first (``CHECKPOINT``), if allowed.
+
+    Otherwise the checkpointer may flush them while the next run is timed.
+    """
+    try:
+        with connection.begin_nested():  # needs superuser or pg_checkpoint
+            connection.exec_driver_sql("CHECKPOINT")
+    except sa.exc.DBAPIError:
+        pass
 
 
 def bench_wal_position(connection: Connection) -> int | None:

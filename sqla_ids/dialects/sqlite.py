@@ -126,6 +126,24 @@ def uuid7_function_register(dbapi_connection: Any, name: str) -> None:
     dbapi_connection.create_function(name, 0, sqlite_uuid7, deterministic=False)
 
 
+# The serial variant needs nothing more here: the process-wide generator is
+# already monotonic across every connection of the process, and SQLite lets
+# one writer in at a time.
+def uuid7_serial_supported(dialect: Any) -> bool:
+    """Always: the function is the process-wide generator."""
+    return True
+
+
+def uuid7_serial_function_create_sql(name: str, sequence: str) -> list[str]:
+    """No DDL: registered like the plain function."""
+    return []
+
+
+def uuid7_serial_function_drop_sql(name: str, sequence: str) -> list[str]:
+    """No DDL: the function lives in the client."""
+    return []
+
+
 # --- uuid7 sql expressions ---
 # UUID192 is a BLOB; UUIDv7 columns are 32 lowercase hex digits. SQLite has no
 # hex-to-integer function, so the 12 timestamp digits are summed one by one.
@@ -171,9 +189,9 @@ def bench_key_ddl(dialect: Any) -> dict[str, str]:
     }
 
 
-def bench_bind_value(dialect: Any, value: Any) -> Any:
-    """32 hex digits, as SQLAlchemy's ``Uuid`` stores a ``uuid.UUID`` on SQLite."""
-    return value.hex if hasattr(value, "hex") else value
+def bench_key_type(dialect: Any, column: str) -> Any:
+    """The type an application declares for ``column``: ``Uuid`` stores ``CHAR(32)`` hex."""
+    return sa.Text() if column == "text" else sa.Uuid()
 
 
 def bench_index_stats(

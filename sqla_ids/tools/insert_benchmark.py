@@ -19,6 +19,7 @@ libraries) and by :mod:`sqla_ids.tools.layout_benchmark` (``sqla-ids bench``).
 
 from __future__ import annotations
 
+import gc
 import importlib
 import multiprocessing
 import os
@@ -42,6 +43,7 @@ from sqla_ids.types.server_functions import (
     UUIDv7ServerDefault,
     install_uuid7_function,
     register_uuid7_function,
+    uuid7_serial_supported,
 )
 from sqla_ids.types.uuid7 import UUIDv7
 
@@ -65,8 +67,8 @@ class BenchDialect(Protocol):
     def bench_key_ddl(self, dialect: Any) -> dict[str, str]:
         """``id`` column DDL per key column kind (``bigint``, ``uuid``, ``text``, …)."""
 
-    def bench_bind_value(self, dialect: Any, value: Any) -> Any:
-        """The value to bind for a client-made key."""
+    def bench_key_type(self, dialect: Any, column: str) -> sa.types.TypeEngine[Any]:
+        """The type an application declares for ``column`` (keys not from sqla_ids)."""
 
     def bench_index_stats(
         self, connection: Connection, table: str
@@ -122,12 +124,13 @@ class Kind:
     """One key choice: the ``id`` column and how its values are made.
 
     Plain data, so a writer process can receive it. ``column`` is a key of
-    the dialect's ``bench_key_ddl`` or ``"server"`` (our ``sqla_ids_uuid7()``
-    as server default). ``source`` says how the client makes keys: ``server``
-    (it does not), ``uuid4``, ``uuid7``, ``uuid7-text``, ``uuid6``,
-    ``uuid_utils`` or ``random-tail``. ``layout`` names a
-    :class:`~sqla_ids.identifiers.Layout` preset; ``per_ms`` simulates that
-    many rows in each millisecond (``None``: the real clock).
+    the dialect's ``bench_key_ddl``, ``"server"`` (our ``sqla_ids_uuid7()``
+    as server default) or ``"serial"`` (``sqla_ids_uuid7_serial()``).
+    ``source`` says how the client makes keys: ``server`` (it does not),
+    ``uuid4``, ``uuid7``, ``uuid7-text``, ``uuid6``, ``uuid_utils`` or
+    ``random-tail``. ``layout`` names a :class:`~sqla_ids.identifiers.Layout`
+    preset; ``per_ms`` simulates that many rows in each millisecond
+    (``None``: the real clock).
     """
 
     name: str
@@ -136,9 +139,14 @@ class Kind:
     layout: str | None = None
     per_ms: int | None = None
 
+    @property
+    def ours(self) -> bool:
+        """Whether the keys are sqla_ids UUIDv7 values (bound through ``UUIDv7``)."""
+        return self.source == "uuid7"
+
     def keys(self, count: int) -> list[Any] | None:
         """``count`` new keys, or ``None`` when the database makes them."""
-        if self.source == "server":
+        if self.source == "server":  # also the "serial" column: the database makes them
             return None
         if self.source == "uuid4":
             return [uuid.uuid4() for _ in range(count)]
@@ -168,6 +176,7 @@ def kinds() -> list[Kind]:
         Kind("UUIDv4 (client)", "uuid", "uuid4"),
         Kind("UUIDv7 sqla_ids (client)", "uuid", "uuid7"),
         Kind("UUIDv7 sqla_ids (server fn)", "server"),
+        Kind("UUIDv7 sqla_ids (serial server fn)", "serial"),
         Kind("gen_random_uuid() (server)", "gen_random_uuid"),
         Kind("UUIDv7 as text (client)", "text", "uuid7-text"),
     ]
@@ -246,13 +255,14 @@ class Measure:
 def create_table(conn: Connection, kind: Kind, table: str = TABLE) -> None:
     """(Re)create the benchmark table with ``kind``'s key column."""
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
-    if kind.column == "server":
+    if kind.column in ("server", "serial"):
         # Same DDL as a model column with UUIDv7ServerDefault() (trigger on MariaDB).
         md = sa.MetaData()
+        default = UUIDv7ServerDefault(serial=kind.column == "serial")
         sa.Table(
             table,
             md,
-            sa.Column("id", UUIDv7(), primary_key=True, server_default=UUIDv7ServerDefault()),
+            sa.Column("id", UUIDv7(), primary_key=True, server_default=default),
             sa.Column("n", sa.BigInteger, nullable=False),
         )
         md.create_all(conn)
@@ -261,22 +271,32 @@ def create_table(conn: Connection, kind: Kind, table: str = TABLE) -> None:
     conn.exec_driver_sql(f"CREATE TABLE {table} ({ddl}, n BIGINT NOT NULL)")
 
 
-def insert_core(conn: Connection, keys: list[Any] | None, rows: int, table: str = TABLE) -> None:
-    """Insert ``rows`` rows by SQLAlchemy Core ``executemany`` in :data:`CHUNK`-row calls."""
+def insert_core(
+    conn: Connection, kind: Kind, keys: list[Any] | None, rows: int, table: str = TABLE
+) -> None:
+    """Insert ``rows`` rows by SQLAlchemy Core ``executemany`` in :data:`CHUNK`-row calls.
+
+    The statement is a typed ``insert()``, so each key is bound the way an
+    application declaring that column would bind it (ours through ``UUIDv7``).
+    """
     if keys is None:
-        statement = sa.text(f"INSERT INTO {table} (n) VALUES (:n)")
+        statement = sa.insert(sa.table(table, sa.column("n", sa.BigInteger())))
         for start in range(0, rows, CHUNK):
             conn.execute(statement, [{"n": n} for n in range(start, min(rows, start + CHUNK))])
         return
-    bind = bench_dialect(conn.dialect.name).bench_bind_value
-    statement = sa.text(f"INSERT INTO {table} (id, n) VALUES (:id, :n)")
+    # Our keys go through UUIDv7, whose default storage matches bench_key_ddl.
+    key_type = (
+        UUIDv7()
+        if kind.ours
+        else bench_dialect(conn.dialect.name).bench_key_type(conn.dialect, kind.column)
+    )
+    statement = sa.insert(
+        sa.table(table, sa.column("id", key_type), sa.column("n", sa.BigInteger()))
+    )
     for start in range(0, rows, CHUNK):
         conn.execute(
             statement,
-            [
-                {"id": bind(conn.dialect, keys[n]), "n": n}
-                for n in range(start, min(rows, start + CHUNK))
-            ],
+            [{"id": keys[n], "n": n} for n in range(start, min(rows, start + CHUNK))],
         )
 
 
@@ -292,15 +312,22 @@ def measure(engine: Engine, kind: Kind, rows: int, method: str = "core") -> Meas
     """Insert ``rows`` rows with ``kind`` keys by ``method`` and measure the result."""
     pieces = bench_dialect(engine.dialect.name)
     keys = kind.keys(rows)  # generated beforehand, outside the timing
+    # Pay the garbage collector's debt for those objects now: left pending,
+    # a full collection over all of them lands inside the timed insert.
+    gc.collect()
     with engine.begin() as conn:
         create_table(conn, kind)
+    settle = getattr(pieces, "bench_settle", None)
+    if settle is not None:
+        with engine.begin() as conn:
+            settle(conn)
     with engine.begin() as conn:
         wal_before = pieces.bench_wal_position(conn)
         started = time.perf_counter()
         if method == "COPY":
             insert_copy(conn, keys, rows)
         else:
-            insert_core(conn, keys, rows)
+            insert_core(conn, kind, keys, rows)
     seconds = time.perf_counter() - started
     with engine.begin() as conn:
         wal_after = pieces.bench_wal_position(conn)
@@ -320,7 +347,7 @@ def _writer(url: str, kind: Kind, rows: int, chunk: int, start_line: Any) -> Non
             start_line.wait(_START_TIMEOUT)
             for start in range(0, rows, chunk):
                 count = min(chunk, rows - start)
-                insert_core(conn, kind.keys(count), count)  # fresh keys, real clock
+                insert_core(conn, kind, kind.keys(count), count)  # fresh keys, real clock
                 conn.commit()
     except BaseException:
         start_line.abort()  # the others (and the parent) stop waiting
@@ -385,6 +412,8 @@ class Scratch:
     name: str
     server_function_error: str | None = None
     """Why ``sqla_ids_uuid7()`` could not be installed there (``None``: it is)."""
+    serial_function: bool = False
+    """Whether ``sqla_ids_uuid7_serial()`` is installed there too."""
 
 
 @contextmanager
@@ -403,14 +432,16 @@ def scratch_area(url: URL | str) -> Iterator[Scratch]:
             engine = sa.create_engine(scratch_url)
             register_uuid7_function(engine)
             error = None
+            serial = False
             try:
                 with engine.begin() as conn:
-                    install_uuid7_function(conn)
+                    serial = uuid7_serial_supported(conn.dialect)
+                    install_uuid7_function(conn, serial=serial)
             except sa.exc.DBAPIError as failure:  # e.g. MariaDB binary log rules
-                error = str(failure.orig).strip()
+                error, serial = str(failure.orig).strip(), False
             try:
                 yield Scratch(
-                    engine, scratch_url.render_as_string(hide_password=False), name, error
+                    engine, scratch_url.render_as_string(hide_password=False), name, error, serial
                 )
             finally:
                 engine.dispose()
@@ -464,10 +495,14 @@ def insert_table(
             for kind in kinds()
             if (kind.column in columns)
             or (kind.column == "server" and scratch.server_function_error is None)
+            or (kind.column == "serial" and scratch.serial_function)
         ]
         best: dict[str, Measure] = {}
-        for _ in range(repeat):
-            for kind in chosen:
+        for round_ in range(repeat):
+            # Each round starts one kind later, so no kind always follows the
+            # same neighbour (whose dirty pages the server may still be writing).
+            shift = round_ % len(chosen)
+            for kind in chosen[shift:] + chosen[:shift]:
                 result = measure(engine, kind, rows, method)
                 previous = best.get(kind.name)
                 if previous is not None:
@@ -538,6 +573,8 @@ def concurrent_table(label: str, scratch: Scratch, rows: int, writers: int) -> T
     chosen.append(Kind("UUIDv7 sqla_ids (client)", "uuid", "uuid7"))
     if scratch.server_function_error is None:
         chosen.append(Kind("UUIDv7 sqla_ids (server fn)", "server"))
+    if scratch.serial_function:
+        chosen.append(Kind("UUIDv7 sqla_ids (serial server fn)", "serial"))
     table_rows: list[list[object]] = []
     base_rate = None
     for kind in chosen:

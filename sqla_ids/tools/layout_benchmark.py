@@ -185,6 +185,8 @@ def run_layout_benchmark(
             together += [Kind(f"UUIDv7 {layout}", "uuid", "uuid7", layout) for layout in layouts]
             if scratch.server_function_error is None:
                 together.append(server)
+            if scratch.serial_function:
+                together.append(Kind("UUIDv7 serial server fn", "serial"))
             base = None
             for kind in together:
                 say(f"{kind.name}, {writers} writers")
@@ -275,7 +277,10 @@ def recommend(report: LayoutBenchmark) -> str:
     if mine is not None and mine.leaf_density is not None and judged:
         line += f"; with {mine.writers} writers its leaf density is {mine.leaf_density:.1f}%"
         if mine.leaf_density < 85.0:
-            line += " (below 85%: consider the server function, monotonic across connections)"
+            line += (
+                ' (below 85%: consider uuid7_pk(server_default="serial"), whose'
+                " sqla_ids_uuid7_serial() is ordered across connections)"
+            )
     if others:
         line += f"; not {others}"
     return line

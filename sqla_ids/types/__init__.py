@@ -8,6 +8,7 @@ from sqla_ids.types.partitions import create_month_partitions as create_month_pa
 from sqla_ids.types.partitions import month_partition_ddl as month_partition_ddl
 from sqla_ids.types.partitions import uuid7_partition_key as uuid7_partition_key
 from sqla_ids.types.server_functions import UUID7_FUNCTION as UUID7_FUNCTION
+from sqla_ids.types.server_functions import UUID7_SERIAL_FUNCTION as UUID7_SERIAL_FUNCTION
 from sqla_ids.types.server_functions import UUIDv7ServerDefault as UUIDv7ServerDefault
 from sqla_ids.types.server_functions import install_uuid7_function as install_uuid7_function
 from sqla_ids.types.server_functions import register_uuid7_function as register_uuid7_function

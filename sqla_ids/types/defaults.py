@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy import event, orm
@@ -58,7 +58,7 @@ def uuid7_pk(
     type_: UUIDv7 | None = None,
     dataclass: bool = False,
     assign_on_init: bool = False,
-    server_default: bool = False,
+    server_default: bool | Literal["serial"] = False,
     **kwargs: Any,
 ) -> orm.MappedColumn[Any]:
     """A self-filling UUIDv7 primary key, in the spirit of ``SERIAL``.
@@ -68,12 +68,30 @@ def uuid7_pk(
     ``insert_default`` (for Core inserts). ``assign_on_init=True`` gives
     classic mappings the same: the id is set when the object is constructed,
     before any flush. ``server_default=True`` adds ``sqla_ids_uuid7()`` as
-    the server-side default for rows inserted by other clients. Other
-    keyword arguments go to :func:`sqlalchemy.orm.mapped_column`.
+    the server-side default for rows inserted by other clients; this
+    application keeps making its keys itself. Other keyword arguments go to
+    :func:`sqlalchemy.orm.mapped_column`.
+
+    ``server_default="serial"``: every key comes from the database's
+    ``sqla_ids_uuid7_serial()``, ordered across connections, so there is no
+    client-side default (the ORM reads the key back with ``RETURNING``);
+    ``generator`` and ``assign_on_init`` do not apply, and with
+    ``dataclass=True`` the key is left out of ``__init__``.
     """
+    if server_default not in (True, False, "serial"):
+        raise ValueError(f'server_default must be True, False or "serial", got {server_default!r}')
     column_type = UUIDv7() if type_ is None else type_
-    default = uuid7_default(generator)
-    options: dict[str, Any] = {"primary_key": True, "insert_default": default}
+    if server_default == "serial":
+        if generator is not None or assign_on_init:
+            raise ValueError(
+                'server_default="serial" takes every key from the database: '
+                "generator and assign_on_init do not apply"
+            )
+        serial: dict[str, Any] = {"primary_key": True, "server_default": UUIDv7ServerDefault(True)}
+        if dataclass:
+            serial["init"] = False
+        return orm.mapped_column(column_type, **{**serial, **kwargs})
+    options: dict[str, Any] = {"primary_key": True, "insert_default": uuid7_default(generator)}
     if server_default:
         options["server_default"] = UUIDv7ServerDefault()
     if dataclass:

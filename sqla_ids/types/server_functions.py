@@ -7,8 +7,16 @@ One function name on every database, ``sqla_ids_uuid7()``:
   column (stored functions are not allowed in ``DEFAULT``);
 * SQLite: a Python function registered on every connection of an engine.
 
-Values are valid UUIDv7 and strictly increase within one connection. The SQL
-of each database lives in its module under :mod:`sqla_ids.dialects`.
+Values are valid UUIDv7 and strictly increase within one connection.
+
+``sqla_ids_uuid7_serial()`` (``serial=True`` below) also orders values across
+connections, like ``SERIAL``: a value made after another one has been
+returned is greater, whichever connection made either. It puts a database
+``SEQUENCE`` (``sqla_ids_uuid7_serial_seq``) after the millisecond, so it
+gives away how many values were made in between; PostgreSQL and MariaDB
+10.3+ (MySQL has no sequences). On SQLite both names call the process-wide
+generator. The SQL of each database lives in its module under
+:mod:`sqla_ids.dialects`.
 """
 
 from __future__ import annotations
@@ -19,64 +27,114 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.compiler import compiles
 
-from sqla_ids.dialects import for_dialect
+from sqla_ids.dialects import UnsupportedDialectError, for_dialect
 
 UUID7_FUNCTION = "sqla_ids_uuid7"
 """Name of the server-side UUIDv7 function on every database."""
+UUID7_SERIAL_FUNCTION = "sqla_ids_uuid7_serial"
+"""Name of the server-side UUIDv7 function ordered across connections."""
+UUID7_SERIAL_SEQUENCE = "sqla_ids_uuid7_serial_seq"
+"""The ``SEQUENCE`` behind :data:`UUID7_SERIAL_FUNCTION`."""
 
 
-def uuid7_function_create_sql(dialect_name: str) -> list[str]:
-    """SQL statements that create the function on ``dialect_name`` (none on SQLite)."""
-    statements: list[str] = for_dialect(dialect_name).uuid7_function_create_sql(UUID7_FUNCTION)
+def _function(serial: bool) -> str:
+    return UUID7_SERIAL_FUNCTION if serial else UUID7_FUNCTION
+
+
+def uuid7_function_create_sql(dialect_name: str, serial: bool = False) -> list[str]:
+    """SQL statements that create the function on ``dialect_name`` (none on SQLite).
+
+    ``serial=True``: the sequence and ``sqla_ids_uuid7_serial()`` instead.
+    """
+    module = for_dialect(dialect_name)
+    statements: list[str] = (
+        module.uuid7_serial_function_create_sql(UUID7_SERIAL_FUNCTION, UUID7_SERIAL_SEQUENCE)
+        if serial
+        else module.uuid7_function_create_sql(UUID7_FUNCTION)
+    )
     return statements
 
 
-def uuid7_function_drop_sql(dialect_name: str) -> list[str]:
-    """SQL statements that drop the function on ``dialect_name`` (none on SQLite)."""
-    statements: list[str] = for_dialect(dialect_name).uuid7_function_drop_sql(UUID7_FUNCTION)
+def uuid7_function_drop_sql(dialect_name: str, serial: bool = False) -> list[str]:
+    """SQL statements that drop the function on ``dialect_name`` (none on SQLite).
+
+    ``serial=True``: ``sqla_ids_uuid7_serial()`` and its sequence instead.
+    """
+    module = for_dialect(dialect_name)
+    statements: list[str] = (
+        module.uuid7_serial_function_drop_sql(UUID7_SERIAL_FUNCTION, UUID7_SERIAL_SEQUENCE)
+        if serial
+        else module.uuid7_function_drop_sql(UUID7_FUNCTION)
+    )
     return statements
 
 
-def uuid7_column_default_sql(dialect_name: str) -> str:
+def uuid7_column_default_sql(dialect_name: str, serial: bool = False) -> str:
     """The ``DEFAULT`` SQL of a column filled by the function on ``dialect_name``.
 
     ``sqla_ids_uuid7()`` on PostgreSQL, ``(sqla_ids_uuid7())`` on SQLite; on
     MariaDB/MySQL a nil placeholder that :func:`uuid7_column_trigger_sql`'s
-    trigger replaces.
+    trigger replaces. ``serial=True`` calls ``sqla_ids_uuid7_serial()``.
     """
-    sql: str = for_dialect(dialect_name).uuid7_column_default_sql(UUID7_FUNCTION)
+    sql: str = for_dialect(dialect_name).uuid7_column_default_sql(_function(serial))
     return sql
 
 
-def uuid7_column_trigger_sql(dialect_name: str, table: str, column: str) -> list[str]:
+def uuid7_column_trigger_sql(
+    dialect_name: str, table: str, column: str, serial: bool = False
+) -> list[str]:
     """Extra DDL making ``table.column`` server-filled (MariaDB/MySQL trigger; else none).
 
     ``table`` and ``column`` must already be quoted for the dialect.
     """
     statements: list[str] = for_dialect(dialect_name).uuid7_column_after_create_sql(
-        UUID7_FUNCTION, table, column
+        _function(serial), table, column
     )
     return statements
 
 
-def install_uuid7_function(connection: Connection) -> None:
+def uuid7_serial_supported(dialect: sa.engine.Dialect) -> bool:
+    """Whether ``sqla_ids_uuid7_serial()`` can exist on ``dialect`` (it needs sequences)."""
+    return bool(for_dialect(dialect.name).uuid7_serial_supported(dialect))
+
+
+def install_uuid7_function(connection: Connection, serial: bool = False) -> None:
     """Create ``sqla_ids_uuid7()`` in the database (SQLite: register it on this connection).
 
-    Idempotent. On SQLite use :func:`register_uuid7_function` on the engine
-    so every new connection has it.
+    ``serial=True`` also creates ``sqla_ids_uuid7_serial()`` and its sequence,
+    or raises :class:`~sqla_ids.dialects.UnsupportedDialectError` (before
+    creating anything) where the database has no sequences. Idempotent. On
+    SQLite use :func:`register_uuid7_function` on the engine so every new
+    connection has them.
     """
-    module = for_dialect(connection.dialect.name)
-    for statement in uuid7_function_create_sql(connection.dialect.name):
+    dialect = connection.dialect
+    if serial and not uuid7_serial_supported(dialect):
+        raise UnsupportedDialectError(
+            f"{UUID7_SERIAL_FUNCTION}() needs database sequences: PostgreSQL or "
+            f"MariaDB 10.3+, not {dialect.name} {_version(dialect)}"
+        )
+    for statement in uuid7_function_create_sql(dialect.name):
         connection.exec_driver_sql(statement)
-    register = getattr(module, "uuid7_function_register", None)
+    if serial:
+        for statement in uuid7_function_create_sql(dialect.name, serial=True):
+            connection.exec_driver_sql(statement)
+    register = getattr(for_dialect(dialect.name), "uuid7_function_register", None)
     if register is not None:
-        register(connection.connection.dbapi_connection, UUID7_FUNCTION)
+        for name in (UUID7_FUNCTION, UUID7_SERIAL_FUNCTION):
+            register(connection.connection.dbapi_connection, name)
+
+
+def _version(dialect: sa.engine.Dialect) -> str:
+    return ".".join(str(part) for part in getattr(dialect, "server_version_info", None) or ())
 
 
 def remove_uuid7_function(connection: Connection) -> None:
-    """Drop ``sqla_ids_uuid7()`` from the database if it exists."""
+    """Drop ``sqla_ids_uuid7()`` and, where it can exist, the serial one, if they exist."""
     for statement in uuid7_function_drop_sql(connection.dialect.name):
         connection.exec_driver_sql(statement)
+    if uuid7_serial_supported(connection.dialect):
+        for statement in uuid7_function_drop_sql(connection.dialect.name, serial=True):
+            connection.exec_driver_sql(statement)
 
 
 def register_uuid7_function(engine: Engine) -> None:
@@ -90,7 +148,8 @@ def register_uuid7_function(engine: Engine) -> None:
         return
 
     def on_connect(dbapi_connection: Any, connection_record: Any) -> None:
-        register(dbapi_connection, UUID7_FUNCTION)
+        for name in (UUID7_FUNCTION, UUID7_SERIAL_FUNCTION):
+            register(dbapi_connection, name)
 
     if not sa.event.contains(engine, "connect", on_connect):
         sa.event.listen(engine, "connect", on_connect)
@@ -99,10 +158,19 @@ def register_uuid7_function(engine: Engine) -> None:
 
 
 def uuid7_function_ddl(metadata: sa.MetaData) -> None:
-    """Install the function with ``metadata.create_all`` and drop it with ``drop_all``."""
+    """Install the function with ``metadata.create_all`` and drop it with ``drop_all``.
+
+    The serial function and its sequence are installed too when a column of
+    ``metadata`` has ``UUIDv7ServerDefault(serial=True)``.
+    """
 
     def create(target: Any, connection: Connection, **kw: Any) -> None:
-        install_uuid7_function(connection)
+        serial = any(
+            isinstance(column.server_default, UUIDv7ServerDefault) and column.server_default.serial
+            for table in metadata.tables.values()
+            for column in table.columns
+        )
+        install_uuid7_function(connection, serial=serial)
 
     def drop(target: Any, connection: Connection, **kw: Any) -> None:
         remove_uuid7_function(connection)
@@ -116,15 +184,18 @@ class UUIDv7ServerDefault(sa.DefaultClause):
 
     Renders the dialect's ``DEFAULT`` (a function call, or on MariaDB a nil
     placeholder) and, on MariaDB/MySQL, creates the ``BEFORE INSERT`` trigger
-    after the table. The function itself must exist: call
-    :func:`uuid7_function_ddl` on the metadata or :func:`install_uuid7_function`.
+    after the table. ``serial=True`` calls ``sqla_ids_uuid7_serial()``
+    instead, ordered across connections (see the module docs). The function
+    itself must exist: call :func:`uuid7_function_ddl` on the metadata or
+    :func:`install_uuid7_function`.
     """
 
-    def __init__(self) -> None:
-        super().__init__(_UUIDv7ServerCall())
+    def __init__(self, serial: bool = False) -> None:
+        super().__init__(_UUIDv7SerialServerCall() if serial else _UUIDv7ServerCall())
+        self.serial = serial
 
     def __repr__(self) -> str:
-        return "UUIDv7ServerDefault()"
+        return "UUIDv7ServerDefault(serial=True)" if self.serial else "UUIDv7ServerDefault()"
 
     def _set_parent(self, parent: Any, **kw: Any) -> None:
         super()._set_parent(parent, **kw)
@@ -136,8 +207,14 @@ class UUIDv7ServerDefault(sa.DefaultClause):
 def _listen_after_create(column: sa.Column[Any], table: sa.Table) -> None:
     def after_create(target: sa.Table, connection: Connection, **kw: Any) -> None:
         preparer = connection.dialect.identifier_preparer
+        serial = isinstance(column.server_default, UUIDv7ServerDefault) and (
+            column.server_default.serial
+        )
         for statement in uuid7_column_trigger_sql(
-            connection.dialect.name, preparer.format_table(target), preparer.quote(column.name)
+            connection.dialect.name,
+            preparer.format_table(target),
+            preparer.quote(column.name),
+            serial=serial,
         ):
             connection.exec_driver_sql(statement)
 
@@ -145,7 +222,20 @@ def _listen_after_create(column: sa.Column[Any], table: sa.Table) -> None:
 
 
 class _UUIDv7ServerCall(sa.sql.expression.ColumnElement[Any]):
-    """The dialect's ``DEFAULT`` expression for a server-filled UUIDv7 column."""
+    """The dialect's ``DEFAULT`` expression for a server-filled UUIDv7 column.
+
+    Not marked ``monotonic`` (SQLAlchemy 2.1's server-side sentinel), although
+    the values do increase within a statement: SQLAlchemy 2.1.9 then batches
+    ORM inserts on PostgreSQL and MariaDB but fails an internal assertion on
+    SQLite. The ORM inserts server-keyed objects one ``INSERT … RETURNING``
+    each.
+    """
+
+    inherit_cache = True
+
+
+class _UUIDv7SerialServerCall(_UUIDv7ServerCall):
+    """The dialect's ``DEFAULT`` expression calling ``sqla_ids_uuid7_serial()``."""
 
     inherit_cache = True
 
@@ -153,3 +243,8 @@ class _UUIDv7ServerCall(sa.sql.expression.ColumnElement[Any]):
 @compiles(_UUIDv7ServerCall)
 def _compile_server_call(element: _UUIDv7ServerCall, compiler: Any, **kw: Any) -> str:
     return uuid7_column_default_sql(compiler.dialect.name)
+
+
+@compiles(_UUIDv7SerialServerCall)
+def _compile_serial_server_call(element: _UUIDv7SerialServerCall, compiler: Any, **kw: Any) -> str:
+    return uuid7_column_default_sql(compiler.dialect.name, serial=True)

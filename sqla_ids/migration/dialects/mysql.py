@@ -72,7 +72,7 @@ def find_blockers(
             " WHERE TRIGGER_SCHEMA = DATABASE() AND NOT (EVENT_MANIPULATION = 'INSERT'"
             " AND ACTION_STATEMENT LIKE :own) ORDER BY 1"
         ),
-        {"own": f"%{UUID7_FUNCTION}()%"},
+        {"own": f"%{UUID7_FUNCTION}%()%"},  # sqla_ids_uuid7() or its _serial() twin
     ).all()
     problems += [
         f"trigger {name} on {t} would fire on every rewritten row"
