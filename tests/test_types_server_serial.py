@@ -17,7 +17,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, Session, mapped_column
 
 import sqla_ids.alembic  # noqa: F401 - registers op.create_uuid7_function & co.
 from sqla_ids import (
@@ -196,3 +196,25 @@ def test_mysql_without_sequences_is_refused_before_any_change() -> None:
     with pytest.raises(UnsupportedDialectError, match=r"needs database sequences.*mysql 8\.0\.36"):
         install_uuid7_function(cast(Connection, connection), serial=True)
     assert executed == []
+
+
+def test_dataclass_model_leaves_the_serial_key_out_of_init(tmp_path: Any) -> None:
+    class DataBase(MappedAsDataclass, DeclarativeBase):
+        pass
+
+    class Event(DataBase):
+        __tablename__ = "t_serial_dc"
+        name: Mapped[str]
+        id: Mapped[uuid.UUID] = uuid7_pk(server_default="serial", dataclass=True)
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'dc.sqlite3'}")
+    register_uuid7_function(engine)
+    uuid7_function_ddl(DataBase.metadata)
+    DataBase.metadata.create_all(engine)
+    with Session(engine) as session:
+        first, second = Event(name="a"), Event(name="b")  # no id argument
+        assert first.id is None
+        session.add_all([first, second])
+        session.flush()
+        assert is_uuid7(first.id) and first.id < second.id
+    engine.dispose()

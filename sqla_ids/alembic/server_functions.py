@@ -3,8 +3,9 @@
 ``op.create_uuid7_function()`` / ``op.drop_uuid7_function()`` (reverses of
 each other) and ``op.create_uuid7_trigger(table, column)`` for MariaDB/MySQL,
 where a trigger stands in for a function ``DEFAULT``. With ``serial=True``
-they handle ``sqla_ids_uuid7_serial()`` (and its sequence) instead. They emit plain SQL
-through ``op.execute``, so offline ``alembic upgrade --sql`` prints it.
+they handle ``sqla_ids_uuid7_serial()`` (and its sequence) instead. They
+emit plain SQL through ``op.execute``, so offline ``alembic upgrade --sql``
+prints it.
 Importing this module registers the operations.
 """
 
