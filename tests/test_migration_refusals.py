@@ -52,6 +52,9 @@ def _view(conn: Connection, p: str) -> None:
 
 
 def _trigger(conn: Connection, p: str) -> None:
+    """A trigger the migration cannot carry over as it is: PostgreSQL pins the column
+    with ``UPDATE OF``, MariaDB cannot disable an UPDATE trigger during the rewrite,
+    SQLite's body uses the converted column (to be acknowledged)."""
     name = conn.dialect.name
     if name == "postgresql":
         conn.exec_driver_sql(
@@ -59,19 +62,22 @@ def _trigger(conn: Connection, p: str) -> None:
             " AS $$ BEGIN RETURN NEW; END $$"
         )
         conn.exec_driver_sql(
-            f"CREATE TRIGGER {p}trg BEFORE UPDATE ON {p}child FOR EACH ROW EXECUTE FUNCTION {p}f()"
+            f"CREATE TRIGGER {p}trg BEFORE UPDATE OF parent_id ON {p}child"
+            f" FOR EACH ROW EXECUTE FUNCTION {p}f()"
         )
     elif name == "mysql":
         conn.exec_driver_sql(
             f"CREATE TRIGGER {p}trg BEFORE UPDATE ON {p}child FOR EACH ROW SET NEW.id = NEW.id"
         )
     else:
-        conn.exec_driver_sql(f"CREATE TRIGGER {p}trg AFTER UPDATE ON {p}child BEGIN SELECT 1; END")
+        conn.exec_driver_sql(
+            f"CREATE TRIGGER {p}trg AFTER UPDATE ON {p}child BEGIN SELECT NEW.parent_id; END"
+        )
 
 
 CASES: dict[str, tuple[Callable[[Connection, str], None] | None, dict[str, object], str]] = {
     "view on the key": (_view, {}, "view {p}v depends on {p}parent"),
-    "trigger on a child": (_trigger, {}, "trigger {p}trg on {p}child"),
+    "trigger on a child": (_trigger, {}, "{p}trg"),
     "dangling plain reference": (
         None,
         {"extra_references": [("{p}note", "parent_ref")]},

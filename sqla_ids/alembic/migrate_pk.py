@@ -27,18 +27,36 @@ from alembic.operations import MigrateOperation, Operations
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7
 from sqla_ids.migration.dialects import for_dialect
+from sqla_ids.migration.options import PkMigrationOptions, build_options
+from sqla_ids.migration.runner import migrate_pks_to_uuid7
 
 
 @Operations.register_operation("migrate_pk_to_uuid7")
 class MigratePkToUUID7Op(MigrateOperation):
     """Migrate a table's integer/text primary key (and every reference) to UUIDv7."""
 
-    def __init__(self, table_name: str, **options: Any) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        options: PkMigrationOptions | None = None,
+        *,
+        dry_run: bool = False,
+        **overrides: Any,
+    ) -> None:
         self.table_name = table_name
-        self.options = options
+        self.options = build_options(options, overrides)
+        self.dry_run = dry_run
 
     @classmethod
-    def migrate_pk_to_uuid7(cls, operations: Operations, table_name: str, **options: Any) -> Any:
+    def migrate_pk_to_uuid7(
+        cls,
+        operations: Operations,
+        table_name: str,
+        options: PkMigrationOptions | None = None,
+        *,
+        dry_run: bool = False,
+        **overrides: Any,
+    ) -> Any:
         """Migrate ``table_name``'s key to UUIDv7.
 
         Options (all optional): ``timestamp_column`` (e.g. ``"created_at"``),
@@ -64,20 +82,69 @@ class MigratePkToUUID7Op(MigrateOperation):
         recreated from their definitions after it, on upgrade and downgrade
         (PostgreSQL also restores their owner, grants and comment). Without
         it such a view is refused, naming it.
+
+        The options may also be given as one
+        :class:`~sqla_ids.migration.options.PkMigrationOptions`. Running the
+        operation again after it finished does nothing (logged), so a revision
+        that stopped half-way can simply be run again.
         """
-        return operations.invoke(cls(table_name, **options))
+        return operations.invoke(cls(table_name, options, dry_run=dry_run, **overrides))
 
     def reverse(self) -> RestorePkFromUUID7Op:
         """The downgrade: restore the original keys."""
-        return RestorePkFromUUID7Op(self.table_name)
+        return RestorePkFromUUID7Op(self.table_name, self.options)
+
+
+@Operations.register_operation("migrate_pks_to_uuid7")
+class MigratePksToUUID7Op(MigrateOperation):
+    """Migrate several tables' keys, planning every one before changing anything."""
+
+    def __init__(self, tables: list[str | tuple[str, PkMigrationOptions]]) -> None:
+        self.tables = list(tables)
+
+    @classmethod
+    def migrate_pks_to_uuid7(
+        cls, operations: Operations, tables: list[str | tuple[str, PkMigrationOptions]]
+    ) -> Any:
+        """Migrate ``tables`` (names, or ``(name, PkMigrationOptions(...))``) in order.
+
+        Every table is planned first and the problems of all of them are
+        reported in one refusal, before the first change -- on MariaDB/MySQL,
+        whose DDL cannot be rolled back, this is the safe way to migrate
+        several tables in one revision.
+        """
+        return operations.invoke(cls(tables))
+
+    def reverse(self) -> RestorePksFromUUID7Op:
+        """The downgrade: restore every table, in reverse order."""
+        return RestorePksFromUUID7Op([t if isinstance(t, str) else t[0] for t in self.tables])
+
+
+@Operations.register_operation("restore_pks_from_uuid7")
+class RestorePksFromUUID7Op(MigrateOperation):
+    """Undo ``migrate_pks_to_uuid7``: restore each table's key, last migrated first."""
+
+    def __init__(self, tables: list[str]) -> None:
+        self.tables = list(tables)
+
+    @classmethod
+    def restore_pks_from_uuid7(cls, operations: Operations, tables: list[str]) -> Any:
+        """Restore the original keys of ``tables`` (given in migration order)."""
+        return operations.invoke(cls(tables))
+
+    def reverse(self) -> MigratePksToUUID7Op:
+        """The upgrade again (with default options)."""
+        return MigratePksToUUID7Op(list(self.tables))
 
 
 @Operations.register_operation("restore_pk_from_uuid7")
 class RestorePkFromUUID7Op(MigrateOperation):
     """Undo ``migrate_pk_to_uuid7``: the original keys, constraints and default come back."""
 
-    def __init__(self, table_name: str) -> None:
+    def __init__(self, table_name: str, options: PkMigrationOptions | None = None) -> None:
         self.table_name = table_name
+        # Kept so that reverse() gives back the upgrade with the same options.
+        self.options = options
 
     @classmethod
     def restore_pk_from_uuid7(cls, operations: Operations, table_name: str) -> Any:
@@ -85,8 +152,8 @@ class RestorePkFromUUID7Op(MigrateOperation):
         return operations.invoke(cls(table_name))
 
     def reverse(self) -> MigratePkToUUID7Op:
-        """The upgrade again."""
-        return MigratePkToUUID7Op(self.table_name)
+        """The upgrade again, with the options it was reversed from."""
+        return MigratePkToUUID7Op(self.table_name, self.options)
 
 
 def refuse_offline(operations: Operations, name: str) -> None:
@@ -103,7 +170,7 @@ def _run(operations: Operations, work: Any) -> Any:
     """Run ``work(connection)`` in the transaction mode the dialect needs."""
     context = operations.get_context()
     connection = operations.get_bind()
-    if for_dialect(connection.dialect.name).TRANSACTIONAL:
+    if for_dialect(connection.dialect.name).STRATEGY.transactional:
         return work(connection)
     with context.autocommit_block():
         return work(context.connection)
@@ -114,8 +181,27 @@ def _migrate(operations: Operations, operation: MigratePkToUUID7Op) -> None:
     refuse_offline(operations, "migrate_pk_to_uuid7")
     _run(
         operations,
-        lambda conn: migrate_pk_to_uuid7(conn, operation.table_name, **operation.options),
+        lambda conn: migrate_pk_to_uuid7(
+            conn, operation.table_name, operation.options, dry_run=operation.dry_run
+        ),
     )
+
+
+@Operations.implementation_for(MigratePksToUUID7Op)
+def _migrate_many(operations: Operations, operation: MigratePksToUUID7Op) -> None:
+    refuse_offline(operations, "migrate_pks_to_uuid7")
+    _run(operations, lambda conn: migrate_pks_to_uuid7(conn, operation.tables))
+
+
+@Operations.implementation_for(RestorePksFromUUID7Op)
+def _restore_many(operations: Operations, operation: RestorePksFromUUID7Op) -> None:
+    refuse_offline(operations, "restore_pks_from_uuid7")
+
+    def work(conn: Any) -> None:
+        for table in reversed(operation.tables):
+            restore_pk_from_uuid7(conn, table)
+
+    _run(operations, work)
 
 
 @Operations.implementation_for(RestorePkFromUUID7Op)
@@ -126,8 +212,20 @@ def _restore(operations: Operations, operation: RestorePkFromUUID7Op) -> None:
 
 @renderers.dispatch_for(MigratePkToUUID7Op)
 def _render_migrate(autogen_context: AutogenContext, op: MigratePkToUUID7Op) -> str:
-    args = [repr(op.table_name)] + [f"{k}={v!r}" for k, v in sorted(op.options.items())]
+    options = op.options.to_dict()
+    args = [repr(op.table_name)] + [f"{k}={_literal(v)}" for k, v in sorted(options.items())]
+    if op.dry_run:
+        args.append("dry_run=True")
     return f"op.migrate_pk_to_uuid7({', '.join(args)})"
+
+
+def _literal(value: Any) -> str:
+    """Options as Python literals (lists of pairs as lists of tuples)."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_literal(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    return repr(value)
 
 
 @renderers.dispatch_for(RestorePkFromUUID7Op)

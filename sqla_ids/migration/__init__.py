@@ -6,6 +6,7 @@ undoes it. The Alembic operations in :mod:`sqla_ids.alembic.migrate_pk` wrap
 these for migration scripts.
 """
 
+from sqla_ids.migration.options import PkMigrationOptions
 from sqla_ids.migration.plan import (
     DEFAULT_OLD_SUFFIX,
     MAPPING_SUFFIX,
@@ -15,16 +16,22 @@ from sqla_ids.migration.plan import (
     View,
     plan_pk_migration,
 )
-from sqla_ids.migration.runner import migrate_pk_to_uuid7, restore_pk_from_uuid7
+from sqla_ids.migration.runner import (
+    migrate_pk_to_uuid7,
+    migrate_pks_to_uuid7,
+    restore_pk_from_uuid7,
+)
 
 __all__ = [
     "DEFAULT_OLD_SUFFIX",
     "MAPPING_SUFFIX",
     "Dependent",
+    "PkMigrationOptions",
     "PkMigrationPlan",
     "Reference",
     "View",
     "migrate_pk_to_uuid7",
+    "migrate_pks_to_uuid7",
     "plan_pk_migration",
     "restore_pk_from_uuid7",
 ]

@@ -3,10 +3,14 @@
 ``plan_pk_migration`` reflects the table, its primary key, every reference to
 it (declared foreign keys, composite or self-referencing, and the plain
 columns named in ``extra_references``), the indexes and constraints on the
-referencing columns and the key's default, and refuses -- with a message
-naming the object -- whatever the migration could not carry over safely.
+referencing columns and the key's default, and refuses -- with one message
+naming *every* object -- whatever the migration could not carry over safely.
 The plan is plain data (JSON-serialisable), stored with the migration so that
 a resumed run and ``alembic downgrade`` use exactly what was reflected.
+
+The planner is a sequence of small steps over a :class:`_Planning` context:
+reflect the key, collect the references, check the names the migration will
+create, collect the blockers; then the plan is assembled.
 """
 
 from __future__ import annotations
@@ -15,26 +19,35 @@ import json
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
+from types import ModuleType
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.errors import MigrationRefusedError
+from sqla_ids.migration import analysis
+from sqla_ids.migration.options import PkMigrationOptions, build_options
 
 #: Suffix of the column that keeps the old key values (``id`` -> ``id_old``).
 DEFAULT_OLD_SUFFIX = "_old"
 #: Suffix of the mapping table (``orders`` -> ``orders_uuid7_map``).
 MAPPING_SUFFIX = "_uuid7_map"
-#: Suffix of the temporary columns that receive the new values before the swap.
-NEW_SUFFIX = "__uuid7_new"
-#: Suffix of the temporary columns that receive restored values on downgrade.
-RESTORE_SUFFIX = "__uuid7_restore"
+#: Prefix of the temporary columns that hold converted values before they
+#: replace the originals (short and fixed, so no name gets too long).
+TEMP_PREFIX = "sqla_ids_tmp_"
+#: Comment put on the old-key column, so people (and autogenerate) can tell.
+OLD_COLUMN_COMMENT = "sqla_ids: old key values of {table}.{column}, kept by the UUIDv7 migration"
 
 
 @dataclass
 class Reference:
-    """A column that points at the migrated key (declared FK or a plain column)."""
+    """A column that points at the migrated key (declared FK or a plain column).
+
+    ``via``: on PostgreSQL, the inheritance/partition parent through which the
+    column is converted (ALTER on a parent recurses to its children); such a
+    reference only has its constraint dropped and recreated.
+    """
 
     table: str
     column: str
@@ -45,11 +58,12 @@ class Reference:
     referred_columns: list[str] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
     definition: str | None = None
+    via: str | None = None
 
 
 @dataclass
 class Dependent:
-    """An index or constraint on an affected column, dropped and recreated as it was."""
+    """An index or constraint on an affected column, recreated as it was."""
 
     table: str
     name: str
@@ -74,6 +88,33 @@ class View:
     create_sql: str
     drop_sql: str
     after_sql: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ColumnDefinition:
+    """An affected column exactly as the database prints it, and its position.
+
+    MariaDB/MySQL redefine a column completely on ``CHANGE COLUMN``, so the
+    definition (type, nullability, default, comment...) is recorded to put it
+    back byte for byte, at the same place (``after``: the preceding column,
+    ``None`` for the first).
+    """
+
+    table: str
+    column: str
+    definition: str
+    after: str | None
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class Routine:
+    """A stored function, procedure or trigger that uses a migrated column."""
+
+    kind: str  # "function", "procedure" or "trigger"
+    name: str
+    uses: str  # the first migrated column it uses, as ``table.column``
+    body: str
 
 
 @dataclass
@@ -103,12 +144,20 @@ class PkMigrationPlan:
     new_default: dict[str, Any] = field(default_factory=dict)
     recreate_views: bool = False
     views: list[View] = field(default_factory=list)
+    columns: list[ColumnDefinition] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def new_default_sql(self) -> str | None:
         """The ``DEFAULT`` SQL the new key column gets (``None``: no server default)."""
         sql = self.new_default.get("sql", self.server_default)
         return str(sql) if sql else None
+
+    @property
+    def migration_options(self) -> PkMigrationOptions:
+        """The options the migration was planned with."""
+        return PkMigrationOptions.from_dict(self.options)
 
     @property
     def affected_tables(self) -> list[str]:
@@ -123,6 +172,26 @@ class PkMigrationPlan:
         """The affected columns of ``table`` (the key itself and/or references)."""
         cols = [self.column] if table == self.table else []
         return cols + [r.column for r in self.references if r.table == table]
+
+    def targets(self) -> list[tuple[str, str]]:
+        """``(table, column)`` of every column whose values are converted, once:
+        the key, then each reference not converted through a parent table."""
+        result = [(self.table, self.column)]
+        for ref in self.references:
+            if ref.via is None and (ref.table, ref.column) not in result:
+                result.append((ref.table, ref.column))
+        return result
+
+    def temp_column(self, table: str, column: str) -> str:
+        """The temporary column that receives ``table.column``'s converted values."""
+        return f"{TEMP_PREFIX}{self.targets().index((table, column))}"
+
+    def column_definition(self, table: str, column: str) -> ColumnDefinition | None:
+        """The recorded definition of ``table.column`` (MariaDB/MySQL), if any."""
+        for definition in self.columns:
+            if definition.table == table and definition.column == column:
+                return definition
+        return None
 
     def affected_columns(self) -> dict[str, set[str]]:
         """Every column the migration changes or drops, per table (views over them
@@ -146,6 +215,7 @@ class PkMigrationPlan:
         data["references"] = [Reference(**r) for r in data["references"]]
         data["dependents"] = [Dependent(**d) for d in data["dependents"]]
         data["views"] = [View(**v) for v in data.get("views", [])]
+        data["columns"] = [ColumnDefinition(**c) for c in data.get("columns", [])]
         return cls(**data)
 
     def describe(self) -> str:
@@ -164,14 +234,15 @@ class PkMigrationPlan:
             f"  batches of {self.batch_size} rows",
         ]
         if self.default:
-            lines.append(f"  key default replaced: {self.default}")
+            lines.append(f"  key default replaced: {self.default.get('kind')}")
         lines.append(f"  new key default: {describe_new_default(self.new_default)}")
         for ref in self.references:
             what = f"FK {ref.constraint}" if ref.constraint else "plain reference (no FK)"
+            via = f", converted through {ref.via}" if ref.via else ""
             lines.append(
                 f"  rewrite {ref.table}.{ref.column} ({what}"
                 + (f" {ref.definition}" if ref.definition else "")
-                + ")"
+                + f"{via})"
             )
         for dep in self.dependents:
             lines.append(
@@ -179,6 +250,8 @@ class PkMigrationPlan:
             )
         for view in self.views:
             lines.append(f"  drop view {view.name} (depends on {view.depends_on}) and recreate it")
+        for warning in self.warnings:
+            lines.append(f"  warning: {warning}")
         return "\n".join(lines)
 
 
@@ -197,207 +270,328 @@ def describe_new_default(new_default: dict[str, Any]) -> str:
     return "none"
 
 
-def refuse(message: str) -> MigrationRefusedError:
+def refuse(message: str, table: str | None = None) -> MigrationRefusedError:
     """The error raised when the plan cannot be carried out safely."""
-    return MigrationRefusedError(f"cannot migrate: {message}; nothing was changed")
+    where = f" for {table}" if table else ""
+    return MigrationRefusedError(f"cannot migrate: {message}; nothing was changed{where}")
+
+
+class Blockers:
+    """Problems found while planning; all of them are reported together."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def add(self, problem: str) -> None:
+        """Record one problem (once)."""
+        if problem not in self.problems:
+            self.problems.append(problem)
+
+    def extend(self, problems: list[str]) -> None:
+        """Record several problems."""
+        for problem in problems:
+            self.add(problem)
+
+    def raise_if_any(self, table: str) -> None:
+        """Refuse with every recorded problem, numbered, in one message."""
+        if len(self.problems) == 1:
+            raise refuse(self.problems[0], table)
+        if self.problems:
+            listed = "; ".join(f"({n}) {p}" for n, p in enumerate(self.problems, start=1))
+            raise refuse(f"{len(self.problems)} problems: {listed}", table)
+
+
+@dataclass
+class _Planning:
+    """What the planning steps share."""
+
+    connection: Connection
+    dialect: ModuleType
+    inspector: sa.Inspector
+    options: PkMigrationOptions
+    table: str
+    tables: set[str]
+    blockers: Blockers = field(default_factory=Blockers)
+    column: str = ""
+    pk_name: str | None = None
+    key_kind: str = ""
+    columns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    references: list[Reference] = field(default_factory=list)
+    old_column: str = ""
+    mapping_table: str = ""
+    affected: dict[str, set[str]] = field(default_factory=dict)
+    views: list[View] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def plan_pk_migration(
     connection: Connection,
     table: str,
-    *,
-    timestamp_column: str | None = None,
-    old_column: str | None = None,
-    mapping_table: str | None = None,
-    extra_references: list[tuple[str, str]] | tuple[tuple[str, str], ...] = (),
-    batch_size: int = 10_000,
-    seed: str | int | None = None,
-    keep_child_old_columns: bool = False,
-    drop_sequence: bool = False,
-    server_default: str | bool = True,
-    recreate_views: bool = False,
+    options: PkMigrationOptions | None = None,
+    **overrides: Any,
 ) -> PkMigrationPlan:
     """Reflect ``table`` and everything that references its key; refuse what can't be done.
 
-    ``server_default``: ``True`` (the default) fills the new key on the server
-    with ``sqla_ids_uuid7()`` where the database can (PostgreSQL: column
-    default; MariaDB/MySQL: placeholder default plus a ``BEFORE INSERT``
-    trigger; SQLite: nothing, the client must supply keys); a string is used
-    as the ``DEFAULT`` SQL expression instead; ``False`` sets no default.
-    ``recreate_views``: drop the views over affected columns before the change
-    and recreate them from their definitions after (default: refuse).
+    ``options`` is a :class:`~sqla_ids.migration.options.PkMigrationOptions`;
+    its fields may also be given as keywords (``timestamp_column="created_at"``).
 
-    Raises :class:`~sqla_ids.errors.MigrationRefusedError` naming the object
-    (view, trigger, composite key, unsupported type, name clash…) before any
-    change is made.
+    Raises :class:`~sqla_ids.errors.MigrationRefusedError` naming every
+    object it cannot carry over (view, trigger, rule, routine, composite key,
+    unsupported type, name clash...) before any change is made.
     """
     from sqla_ids.migration.dialects import for_dialect
 
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    if server_default is None or server_default == "" or not isinstance(server_default, str | bool):
-        raise ValueError(
-            f"server_default must be True (UUIDv7 from the server where possible), an SQL"
-            f" expression, or False (no default); got {server_default!r}"
-        )
+    opts = build_options(options, overrides)
     dialect = for_dialect(connection.dialect.name)
     inspector = sa.inspect(connection)
-    tables = set(inspector.get_table_names())
-    if table not in tables:
+    ctx = _Planning(
+        connection=connection,
+        dialect=dialect,
+        inspector=inspector,
+        options=opts,
+        table=table,
+        tables=set(inspector.get_table_names()),
+    )
+    _reflect_key(ctx)
+    _collect_references(ctx)
+    _check_names(ctx)
+    _collect_blockers(ctx)
+    ctx.blockers.raise_if_any(table)
+    return _assemble(ctx)
+
+
+def _reflect_key(ctx: _Planning) -> None:
+    """The table, its single-column primary key and the key's kind (or refuse now:
+    nothing else can be checked without them)."""
+    table = ctx.table
+    if table not in ctx.tables:
         raise refuse(f"table {table!r} does not exist")
-    pk = inspector.get_pk_constraint(table)
-    pk_cols = pk.get("constrained_columns") or []
+    pk_name, pk_cols = ctx.dialect.primary_key(ctx.connection, ctx.inspector, table)
     if len(pk_cols) != 1:
         raise refuse(
             f"table {table!r} has a primary key of {len(pk_cols)} columns {pk_cols};"
             " only a single-column key can become a UUIDv7"
         )
-    column = pk_cols[0]
-    columns = {c["name"]: c for c in inspector.get_columns(table)}
-    key_type = columns[column]["type"]
+    ctx.column, ctx.pk_name = pk_cols[0], pk_name
+    ctx.columns = ctx.dialect.columns(ctx.connection, ctx.inspector, table)
+    key_type = ctx.columns[ctx.column]["type"]
     if isinstance(key_type, sa.Uuid):
-        raise refuse(f"{table}.{column} is already a UUID column")
+        raise refuse(f"{table}.{ctx.column} is already a UUID column")
     if isinstance(key_type, sa.Integer):
-        key_kind = "integer"
+        ctx.key_kind = "integer"
     elif isinstance(key_type, sa.String):
-        key_kind = "string"
+        ctx.key_kind = "string"
     else:
         raise refuse(
-            f"{table}.{column} has type {key_type}; only integer and char/text keys are supported"
+            f"{table}.{ctx.column} has type {key_type}; only integer and char/text keys"
+            " are supported"
         )
-    old_column = old_column or f"{column}{DEFAULT_OLD_SUFFIX}"
-    mapping_table = mapping_table or f"{table}{MAPPING_SUFFIX}"
-    for name in (old_column, f"{column}{NEW_SUFFIX}"):
-        if name in columns:
-            raise refuse(f"column {table}.{name} already exists")
-    if mapping_table in tables:
-        raise refuse(f"mapping table {mapping_table!r} already exists")
-    if timestamp_column is not None and timestamp_column not in columns:
-        raise refuse(f"timestamp column {table}.{timestamp_column} does not exist")
+    ctx.old_column = ctx.options.old_column or f"{ctx.column}{DEFAULT_OLD_SUFFIX}"
+    ctx.mapping_table = ctx.options.mapping_table or f"{table}{MAPPING_SUFFIX}"
 
-    references = dialect.find_references(connection, inspector, table, column)
-    declared = {(r.table, r.column) for r in references}
-    for ref_table, ref_column in extra_references:
-        if ref_table not in tables:
-            raise refuse(f"extra reference table {ref_table!r} does not exist")
-        ref_cols = {c["name"]: c for c in inspector.get_columns(ref_table)}
+
+def _collect_references(ctx: _Planning) -> None:
+    """Declared foreign keys to the key, then the plain columns the user named."""
+    ctx.references = ctx.dialect.find_references(
+        ctx.connection, ctx.inspector, ctx.table, ctx.column
+    )
+    declared = {(r.table, r.column) for r in ctx.references}
+    for ref_table, ref_column in ctx.options.extra_references:
+        if ref_table not in ctx.tables:
+            ctx.blockers.add(f"extra reference table {ref_table!r} does not exist")
+            continue
+        ref_cols = ctx.dialect.columns(ctx.connection, ctx.inspector, ref_table)
         if ref_column not in ref_cols:
-            raise refuse(f"extra reference column {ref_table}.{ref_column} does not exist")
+            ctx.blockers.add(f"extra reference column {ref_table}.{ref_column} does not exist")
+            continue
         if (ref_table, ref_column) in declared:
-            raise refuse(f"{ref_table}.{ref_column} already has a foreign key to {table}")
-        references.append(
+            ctx.blockers.add(f"{ref_table}.{ref_column} already has a foreign key to {ctx.table}")
+            continue
+        ctx.references.append(
             Reference(
                 table=ref_table,
                 column=ref_column,
                 nullable=bool(ref_cols[ref_column]["nullable"]),
-                type_sql=dialect.column_type_sql(connection, ref_table, ref_column),
+                type_sql=ctx.dialect.column_type_sql(ctx.connection, ref_table, ref_column),
             )
         )
-    affected: dict[str, set[str]] = {}
-    for t, c in [(table, column)] + [(r.table, r.column) for r in references]:
-        affected.setdefault(t, set()).add(c)
-    for t, cols in affected.items():
-        t_columns = {c["name"] for c in inspector.get_columns(t)}
-        for c in cols:
-            for suffix in (NEW_SUFFIX, RESTORE_SUFFIX):
-                if f"{c}{suffix}" in t_columns:
-                    raise refuse(f"column {t}.{c}{suffix} already exists")
-            if keep_child_old_columns and t != table and f"{c}{DEFAULT_OLD_SUFFIX}" in t_columns:
-                raise refuse(f"column {t}.{c}{DEFAULT_OLD_SUFFIX} already exists")
-    _refuse_other_foreign_keys(inspector, table, column, affected)
-    views = dialect.find_views(connection, inspector, affected)
-    blockers = [
-        f"view {v.name} depends on {v.depends_on}; drop it first and recreate it after"
-        " (or pass recreate_views=True)"
-        for v in views
-        if not recreate_views
-    ]
-    blockers += dialect.find_blockers(connection, inspector, table, affected)
-    if blockers:
-        raise refuse("; ".join(blockers))
-    dependents = dialect.find_dependents(connection, inspector, table, column, affected)
-    _refuse_dangling(connection, table, column, references)
+    ctx.dialect.resolve_inheritance(ctx.connection, ctx.table, ctx.references, ctx.blockers)
+    for t, c in [(ctx.table, ctx.column)] + [(r.table, r.column) for r in ctx.references]:
+        ctx.affected.setdefault(t, set()).add(c)
 
-    row_count = connection.execute(
-        sa.select(sa.func.count()).select_from(sa.table(table))
-    ).scalar_one()
-    plan = PkMigrationPlan(
-        dialect=connection.dialect.name,
-        table=table,
-        column=column,
-        pk_name=pk.get("name"),
-        key_kind=key_kind,
-        key_type_sql=dialect.column_type_sql(connection, table, column),
-        old_column=old_column,
-        mapping_table=mapping_table,
-        row_count=int(row_count),
-        references=references,
-        dependents=dependents,
-        timestamp_column=timestamp_column,
-        seed=str(seed) if seed is not None else secrets.token_hex(16),
-        batch_size=batch_size,
-        keep_child_old_columns=keep_child_old_columns,
-        drop_sequence=drop_sequence,
-        server_default=server_default if isinstance(server_default, str) else None,
-        base_time_ms=int(time.time() * 1000),
-        recreate_views=recreate_views,
-        views=views,
+
+def _check_names(ctx: _Planning) -> None:
+    """The columns and tables the migration creates must not exist yet, and must
+    fit the database's identifier length (PostgreSQL would silently truncate)."""
+    opts = ctx.options
+    if ctx.old_column in ctx.columns:
+        ctx.blockers.add(f"column {ctx.table}.{ctx.old_column} already exists")
+    if ctx.mapping_table in ctx.tables:
+        ctx.blockers.add(f"mapping table {ctx.mapping_table!r} already exists")
+    if opts.timestamp_column is not None and opts.timestamp_column not in ctx.columns:
+        ctx.blockers.add(f"timestamp column {ctx.table}.{opts.timestamp_column} does not exist")
+    created = [("column", ctx.old_column), ("table", ctx.mapping_table)]
+    for t, cols in sorted(ctx.affected.items()):
+        t_columns = set(ctx.dialect.columns(ctx.connection, ctx.inspector, t))
+        clashing = sorted(c for c in t_columns if c.startswith(TEMP_PREFIX))
+        if clashing:
+            ctx.blockers.add(
+                f"column {t}.{clashing[0]} uses the prefix {TEMP_PREFIX!r} sqla_ids reserves"
+                " for its temporary columns"
+            )
+        if opts.keep_child_old_columns and t != ctx.table:
+            for c in sorted(cols):
+                name = f"{c}{DEFAULT_OLD_SUFFIX}"
+                created.append(("column", name))
+                if name in t_columns:
+                    ctx.blockers.add(f"column {t}.{name} already exists")
+    for kind, name in created:
+        limit = ctx.dialect.identifier_limit(name)
+        if limit is not None:
+            ctx.blockers.add(
+                f"the {kind} name {name!r} the migration would create is longer than the"
+                f" database allows ({limit}); choose a shorter one with"
+                f" {'old_column' if kind == 'column' else 'mapping_table'}="
+            )
+
+
+def _collect_blockers(ctx: _Planning) -> None:
+    """Everything the migration could not carry over, from every check at once."""
+    _other_foreign_keys(ctx)
+    ctx.views = ctx.dialect.find_views(ctx.connection, ctx.inspector, ctx.affected, ctx.blockers)
+    for view in ctx.views:
+        if not ctx.options.recreate_views:
+            ctx.blockers.add(
+                f"view {view.name} depends on {view.depends_on}; drop it first and recreate it"
+                " after (or pass recreate_views=True)"
+            )
+        _unmigrated_comparisons(ctx, f"view {view.name}", view.create_sql)
+    ctx.blockers.extend(
+        ctx.dialect.find_blockers(ctx.connection, ctx.inspector, ctx.table, ctx.affected)
     )
-    plan.default = dialect.key_default(connection, plan)
-    if isinstance(server_default, str):
-        plan.new_default = {"kind": "expression", "sql": server_default}
-    elif server_default:
-        plan.new_default = dialect.uuid7_key_default(connection, plan)
-    else:
-        plan.new_default = {"kind": "none", "reason": "server_default=False"}
-    plan.table_sql = dialect.table_sql(connection, plan)
-    return plan
+    _routines(ctx)
+    _dangling(ctx)
 
 
-def _refuse_other_foreign_keys(
-    inspector: sa.Inspector, table: str, column: str, affected: dict[str, set[str]]
-) -> None:
-    """Refuse references we would break: an affected column that is also part of
-    an FK to another table, or that another table's FK points at."""
-    for t in inspector.get_table_names():
-        for fk in inspector.get_foreign_keys(t):
-            referred = fk["referred_table"]
-            if referred == table and column in fk["referred_columns"]:
-                continue
-            name = fk.get("name") or "(unnamed)"
-            for c in fk["constrained_columns"]:
-                if c in affected.get(t, set()):
-                    raise refuse(
-                        f"{t}.{c} is also part of foreign key {name} to {referred};"
-                        " a column cannot hold both keys"
-                    )
-            for c in fk["referred_columns"]:
-                if c in affected.get(referred, set()):
-                    raise refuse(
-                        f"foreign key {name} on {t} references {referred}.{c}, which would"
-                        f" change type; migrate {referred}'s key on its own first"
-                    )
+def _unmigrated_comparisons(ctx: _Planning, what: str, sql: str) -> None:
+    """A comparison of a migrated column with a column that stays as it is would
+    compare a UUID with the old type: name the column and the way out."""
+    for (t, c), (other_t, other_c) in analysis.unmigrated_comparisons(
+        sql, ctx.affected, ctx.dialect.IDENTIFIER_QUOTE
+    ):
+        if other_t not in ctx.tables:
+            continue  # e.g. a column of a subquery alias we could not resolve
+        ctx.blockers.add(
+            f"{what} compares {t}.{c} with {other_t}.{other_c}, which would stay"
+            f" {'a text' if ctx.key_kind == 'string' else 'an integer'} column while {t}.{c}"
+            f" becomes a UUID; if {other_t}.{other_c} refers to {ctx.table}, pass"
+            f" extra_references=[({other_t!r}, {other_c!r})]"
+        )
 
 
-def _refuse_dangling(
-    connection: Connection, table: str, column: str, references: list[Reference]
-) -> None:
+def _routines(ctx: _Planning) -> None:
+    """Stored functions, procedures and triggers that use a migrated column must be
+    acknowledged by name (their parameters or bodies may assume the old type)."""
+    acknowledged = {r.lower() for r in ctx.options.acknowledged_routines}
+    for routine in ctx.dialect.find_routines(ctx.connection, ctx.affected):
+        _unmigrated_comparisons(ctx, f"{routine.kind} {routine.name}", routine.body)
+        if routine.name.lower() in acknowledged:
+            ctx.warnings.append(
+                f"{routine.kind} {routine.name} uses {routine.uses} (acknowledged): check it"
+                " works with UUID keys"
+            )
+            continue
+        ctx.blockers.add(
+            f"{routine.kind} {routine.name} uses {routine.uses}, whose type becomes UUID;"
+            f" check or change it, then pass acknowledged_routines=[{routine.name!r}]"
+        )
+
+
+def _other_foreign_keys(ctx: _Planning) -> None:
+    """References we would break: an affected column that is also part of an FK to
+    another table, or that another table's FK points at."""
+    for fk in ctx.dialect.foreign_keys(ctx.connection, ctx.inspector):
+        referred = fk["referred_table"]
+        if referred == ctx.table and ctx.column in fk["referred_columns"]:
+            continue
+        name = fk.get("name") or "(unnamed)"
+        for c in fk["constrained_columns"]:
+            if c in ctx.affected.get(fk["table"], set()):
+                ctx.blockers.add(
+                    f"{fk['table']}.{c} is also part of foreign key {name} to {referred};"
+                    " a column cannot hold both keys"
+                )
+        for c in fk["referred_columns"]:
+            if c in ctx.affected.get(referred, set()):
+                ctx.blockers.add(
+                    f"foreign key {name} on {fk['table']} references {referred}.{c}, which"
+                    f" would change type; migrate {referred}'s key on its own first"
+                )
+
+
+def _dangling(ctx: _Planning) -> None:
     """A value with no parent row has no new key: refuse rather than lose it. Plain
     references can hold such values, and so can declared FKs where enforcement was
     off (SQLite's default, ``FOREIGN_KEY_CHECKS=0``, ``NOT VALID``)."""
-    parent = sa.table(table, sa.column(column)).alias("parent")  # may be the child itself
-    for ref in references:
+    parent = sa.table(ctx.table, sa.column(ctx.column)).alias("parent")  # may be the child
+    for ref in ctx.references:
+        if ref.table not in ctx.tables:
+            continue
         child = sa.table(ref.table, sa.column(ref.column))
-        dangling = connection.execute(
+        dangling = ctx.connection.execute(
             sa.select(sa.func.count())
             .select_from(child)
             .where(
                 child.c[ref.column].is_not(None),
-                ~sa.exists().where(parent.c[column] == child.c[ref.column]),
+                ~sa.exists().where(parent.c[ctx.column] == child.c[ref.column]),
             )
         ).scalar_one()
         if dangling:
-            raise refuse(
+            ctx.blockers.add(
                 f"{ref.table}.{ref.column} holds {dangling} value(s) with no matching"
-                f" {table}.{column}"
+                f" {ctx.table}.{ctx.column}"
             )
+
+
+def _assemble(ctx: _Planning) -> PkMigrationPlan:
+    """The plan, once nothing blocks it."""
+    connection, dialect, opts = ctx.connection, ctx.dialect, ctx.options
+    row_count = connection.execute(
+        sa.select(sa.func.count()).select_from(sa.table(ctx.table))
+    ).scalar_one()
+    plan = PkMigrationPlan(
+        dialect=connection.dialect.name,
+        table=ctx.table,
+        column=ctx.column,
+        pk_name=ctx.pk_name,
+        key_kind=ctx.key_kind,
+        key_type_sql=dialect.column_type_sql(connection, ctx.table, ctx.column),
+        old_column=ctx.old_column,
+        mapping_table=ctx.mapping_table,
+        row_count=int(row_count),
+        references=ctx.references,
+        dependents=dialect.find_dependents(
+            connection, ctx.inspector, ctx.table, ctx.column, ctx.affected
+        ),
+        timestamp_column=opts.timestamp_column,
+        seed=opts.seed if opts.seed is not None else secrets.token_hex(16),
+        batch_size=opts.batch_size,
+        keep_child_old_columns=opts.keep_child_old_columns,
+        drop_sequence=opts.drop_sequence,
+        server_default=opts.server_default if isinstance(opts.server_default, str) else None,
+        base_time_ms=int(time.time() * 1000),
+        recreate_views=opts.recreate_views,
+        views=ctx.views,
+        options=opts.to_dict(),
+        warnings=ctx.warnings,
+    )
+    plan.default = dialect.key_default(connection, plan)
+    if isinstance(opts.server_default, str):
+        plan.new_default = {"kind": "expression", "sql": opts.server_default}
+    elif opts.server_default:
+        plan.new_default = dialect.uuid7_key_default(connection, plan)
+    else:
+        plan.new_default = {"kind": "none", "reason": "server_default=False"}
+    plan.table_sql = dialect.table_sql(connection, plan)
+    plan.columns = dialect.column_definitions(connection, plan)
+    return plan

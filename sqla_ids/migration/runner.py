@@ -1,43 +1,42 @@
 """Carry out a planned key migration (upgrade) or undo it (downgrade).
 
-PostgreSQL and MariaDB/MySQL: the mapping table is filled, new columns are
-added and filled through it in batches, the result is checked, then the
-columns are swapped in and constraints recreated. SQLite: the affected tables
-are rebuilt from the mapping table. Every run ends with checks (row counts,
-no orphans, every relationship present under the new keys) and stops with
+The runner does what every database shares -- the state row, the mapping
+table (old key -> new UUIDv7), the new key's server function, the final
+checks -- and hands the column changes to the database's
+:class:`~sqla_ids.migration.strategies.Strategy`. Every run ends with checks
+(row counts, no orphans) and stops with
 :class:`~sqla_ids.errors.MigrationVerificationError` on any mismatch -- the
 caller's transaction then rolls back (PostgreSQL, SQLite) or the recorded
 state lets a re-run continue (MariaDB/MySQL).
+
+Running an upgrade again is safe: a finished migration is skipped (so a
+revision that migrated some tables before failing can simply be run again),
+and an interrupted one continues from its recorded step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from types import ModuleType
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
-from sqla_ids.migration import keys, state
+from sqla_ids.migration import keys, state, strategies
 from sqla_ids.migration.dialects import for_dialect
-from sqla_ids.migration.plan import (
-    NEW_SUFFIX,
-    RESTORE_SUFFIX,
-    PkMigrationPlan,
-    plan_pk_migration,
-    refuse,
-)
-from sqla_ids.migration.progress import Progress, logger
+from sqla_ids.migration.options import PkMigrationOptions
+from sqla_ids.migration.plan import PkMigrationPlan, plan_pk_migration, refuse
+from sqla_ids.migration.progress import logger
+from sqla_ids.migration.strategies import Fill, count
 
 
 @contextmanager
-def _bounded_transactions(connection: Connection, dialect: ModuleType) -> Iterator[None]:
-    """Transactional dialects: one transaction (the caller's, or ours).
+def _bounded_transactions(connection: Connection, strategy: strategies.Strategy) -> Iterator[None]:
+    """Transactional strategies: one transaction (the caller's, or ours).
     MariaDB/MySQL: autocommit, so every batch and step is durable on its own."""
-    if dialect.TRANSACTIONAL:
+    if strategy.transactional:
         if connection.in_transaction():
             yield
         else:
@@ -59,73 +58,113 @@ def _bounded_transactions(connection: Connection, dialect: ModuleType) -> Iterat
         connection.execution_options(isolation_level=level)
 
 
-def _count(connection: Connection, table: str | sa.TableClause, *where: Any) -> int:
-    source = sa.table(table) if isinstance(table, str) else table
-    query = sa.select(sa.func.count()).select_from(source)
-    if where:
-        query = query.where(*where)
-    return int(connection.execute(query).scalar_one())
-
-
 def _row_counts(connection: Connection, plan: PkMigrationPlan) -> dict[str, int]:
-    return {t: _count(connection, t) for t in plan.affected_tables}
+    return {t: count(connection, t) for t in plan.affected_tables}
+
+
+def _migrated_tables(connection: Connection) -> list[str]:
+    """Tables whose migration is recorded as finished."""
+    return sorted(t for t, step in state.steps(connection).items() if step == "done")
+
+
+def _refused(connection: Connection, error: MigrationRefusedError) -> MigrationRefusedError:
+    """The refusal, saying truthfully which tables are migrated already (an earlier
+    operation of the same revision on MariaDB, whose DDL is not rolled back)."""
+    done = _migrated_tables(connection)
+    if not done:
+        return error
+    return MigrationRefusedError(
+        f"{error}. Already migrated to UUIDv7 and left so: {', '.join(done)}; running the"
+        " migration again skips them, restore_pk_from_uuid7 undoes them"
+    )
 
 
 def migrate_pk_to_uuid7(
-    connection: Connection, table: str, *, dry_run: bool = False, **options: Any
+    connection: Connection,
+    table: str,
+    options: PkMigrationOptions | None = None,
+    *,
+    dry_run: bool = False,
+    **overrides: Any,
 ) -> PkMigrationPlan:
-    """Migrate ``table``'s primary key to UUIDv7 (see :func:`plan_pk_migration` for options).
+    """Migrate ``table``'s primary key to UUIDv7.
 
-    Returns the plan; with ``dry_run=True`` nothing is changed. A MariaDB/MySQL
-    migration interrupted earlier is continued with its recorded plan.
+    ``options`` (a :class:`~sqla_ids.migration.options.PkMigrationOptions`) or
+    its fields as keywords say how. Returns the plan; with ``dry_run=True``
+    nothing is changed. A finished migration is skipped (logged) and an
+    interrupted one (MariaDB/MySQL) continues with its recorded plan.
     """
-    dialect = for_dialect(connection.dialect.name)
+    strategy = for_dialect(connection.dialect.name).STRATEGY
     recorded = state.load(connection, table)
     if recorded is not None:
         step, plan = recorded
         if step == "done":
-            raise MigrationRefusedError(f"{table}.{plan.column} was already migrated to UUIDv7")
+            logger.info("%s.%s is already migrated to UUIDv7: skipped", table, plan.column)
+            return plan
         if step.startswith("down"):
             raise MigrationRefusedError(
-                f"the downgrade of {table}.{plan.column} was interrupted; run it again first"
+                f"the downgrade of {table}.{plan.column} was interrupted at step {step};"
+                " run restore_pk_from_uuid7 again to finish it first"
             )
         logger.info("%s: continuing interrupted migration at step %s", table, step)
     else:
         step = ""
-        if dialect.STRATEGY == "rebuild":
-            dialect.check_foreign_keys_off(connection)
-        plan = plan_pk_migration(connection, table, **options)
+        strategy.prepare(connection)
+        try:
+            plan = plan_pk_migration(connection, table, options, **overrides)
+        except MigrationRefusedError as error:
+            raise _refused(connection, error) from None
     if dry_run:
         return plan
     logger.info("%s", plan.describe())
-    with _bounded_transactions(connection, dialect):
-        if dialect.STRATEGY == "rebuild":
-            dialect.check_foreign_keys_off(connection)
-        _upgrade(connection, plan, dialect, step)
+    with _bounded_transactions(connection, strategy):
+        strategy.prepare(connection)
+        _upgrade(connection, plan, strategy, step)
     return plan
 
 
-def _upgrade(connection: Connection, plan: PkMigrationPlan, dialect: ModuleType, step: str) -> None:
+def migrate_pks_to_uuid7(
+    connection: Connection,
+    tables: Sequence[str | tuple[str, PkMigrationOptions]],
+    *,
+    dry_run: bool = False,
+) -> list[PkMigrationPlan]:
+    """Migrate several tables' keys, in order, after planning all of them first.
+
+    Each entry is a table name or ``(table, options)``. Every table is planned
+    before the first change, and the problems of all of them are reported in
+    one refusal; tables already migrated are skipped. Each table is planned
+    again just before its turn (the earlier ones change what it sees).
+    """
+    entries = [(e, None) if isinstance(e, str) else e for e in tables]
+    problems = []
+    for table, options in entries:
+        if (recorded := state.load(connection, table)) is not None and recorded[0] == "done":
+            continue
+        try:
+            plan_pk_migration(connection, table, options)
+        except MigrationRefusedError as error:
+            problems.append(str(error))
+    if problems:
+        raise _refused(connection, MigrationRefusedError(" | ".join(problems)))
+    return [migrate_pk_to_uuid7(connection, t, o, dry_run=dry_run) for t, o in entries]
+
+
+def _upgrade(
+    connection: Connection, plan: PkMigrationPlan, strategy: strategies.Strategy, step: str
+) -> None:
     if not step:
         state.save(connection, plan, "planned")
     before = _row_counts(connection, plan)
     if not step.startswith("swap"):
         keys.fill_mapping(connection, plan, commit=False)
-    if _count(connection, plan.mapping_table) != before[plan.table]:
+    mapped = count(connection, plan.mapping_table)
+    if mapped != before[plan.table]:
         raise MigrationVerificationError(
-            f"{plan.table}: mapping table has {_count(connection, plan.mapping_table)} rows"
-            f" for {before[plan.table]} rows"
+            f"{plan.table}: mapping table has {mapped} rows for {before[plan.table]} rows"
         )
     _install_new_default(connection, plan)
-    if dialect.STRATEGY == "rebuild":
-        _with_views(connection, plan, lambda: dialect.rebuild(connection, plan, "upgrade"))
-    else:
-        if not step.startswith("swap"):
-            _fill_new_columns(connection, plan, dialect)
-            _verify_filled(connection, plan, NEW_SUFFIX, "new_key", "old_key")
-            state.save(connection, plan, "swap:0")
-            step = "swap:0"
-        _run_swap(connection, plan, _view_steps(plan, dialect.upgrade_swap(connection, plan)), step)
+    strategy.upgrade(connection, plan, step)
     _verify_final(connection, plan, before)
     state.save(connection, plan, "done")
 
@@ -147,125 +186,10 @@ def _install_new_default(connection: Connection, plan: PkMigrationPlan) -> None:
         )
 
 
-def _view_steps(plan: PkMigrationPlan, steps: list[Any]) -> list[Any]:
-    """The swap steps between dropping the dependent views (those built on others
-    first) and recreating them from their recorded definitions."""
-    drops = [("", None, v.drop_sql) for v in reversed(plan.views)]
-    creates = [("", None, sql) for v in plan.views for sql in [v.create_sql, *v.after_sql]]
-    return drops + list(steps) + creates
-
-
-def _with_views(connection: Connection, plan: PkMigrationPlan, work: Any) -> None:
-    """Run ``work()`` (a table rebuild) with the dependent views dropped meanwhile."""
-    for view in reversed(plan.views):
-        execute_sql(connection, view.drop_sql)
-    work()
-    for view in plan.views:
-        for sql in [view.create_sql, *view.after_sql]:
-            execute_sql(connection, sql)
-
-
-def _add_column(connection: Connection, table: str, column: str, type_sql: str) -> None:
-    q = connection.dialect.identifier_preparer.quote
-    connection.exec_driver_sql(
-        f"ALTER TABLE {q(table)} ADD COLUMN IF NOT EXISTS {q(column)} {type_sql}"
-    )
-
-
-def _targets(plan: PkMigrationPlan, suffix: str) -> list[tuple[str, str, str]]:
-    """(table, source column, target column) for every column to fill."""
-    first = [(plan.table, plan.column, plan.column + NEW_SUFFIX)] if suffix == NEW_SUFFIX else []
-    return first + [(r.table, r.column, r.column + suffix) for r in plan.references]
-
-
-def _fill(
-    connection: Connection,
-    plan: PkMigrationPlan,
-    suffix: str,
-    source_key: str,
-    target_key: str,
-) -> None:
-    """Set every target column through the mapping table, one key range at a time."""
-    mapping = keys.mapping_table(plan)
-    for table, source, target in _targets(plan, suffix):
-        t = sa.table(table, sa.column(source), sa.column(target))
-        progress = Progress(f"{table}.{target}", _count(connection, table))
-        for after, up_to in keys.key_ranges(connection, plan, source_key):
-            key = mapping.c[source_key]
-            where = [key == t.c[source], t.c[source] <= up_to]
-            if after is not None:
-                where.append(t.c[source] > after)
-            done = connection.execute(
-                sa.update(t).values({target: mapping.c[target_key]}).where(*where)
-            ).rowcount
-            progress.advance(done)
-
-
-def _fill_new_columns(connection: Connection, plan: PkMigrationPlan, dialect: ModuleType) -> None:
-    uuid_sql = str(keys.uuid_type().compile(dialect=connection.dialect))
-    for table, _source, target in _targets(plan, NEW_SUFFIX):
-        _add_column(connection, table, target, uuid_sql)
-    _fill(connection, plan, NEW_SUFFIX, "old_key", "new_key")
-
-
-def _verify_filled(
-    connection: Connection, plan: PkMigrationPlan, suffix: str, target_key: str, source_key: str
-) -> None:
-    """Every non-null source has its target, equal to the mapping's value for it."""
-    mapping = keys.mapping_table(plan)
-    for table, source, target in _targets(plan, suffix):
-        t = sa.table(table, sa.column(source), sa.column(target))
-        expected = _count(connection, t, t.c[source].is_not(None))
-        matched = connection.execute(
-            sa.select(sa.func.count())
-            .select_from(t)
-            .join(
-                mapping,
-                sa.and_(mapping.c[source_key] == t.c[source], mapping.c[target_key] == t.c[target]),
-            )
-        ).scalar_one()
-        if matched != expected:
-            raise MigrationVerificationError(
-                f"{table}.{source}: {expected - matched} of {expected} values have no"
-                f" matching {target}; stopped before changing any key"
-            )
-
-
-def _run_swap(connection: Connection, plan: PkMigrationPlan, steps: list[Any], step: str) -> None:
-    """Run the swap statements, recording progress so a re-run skips what was done."""
-    start = int(step.split(":")[1]) if ":" in step else 0
-    prefix = step.split(":")[0] if ":" in step else "swap"
-    for index, item in enumerate(steps):
-        table, marker, sql = item if isinstance(item, tuple) else ("", None, item)
-        if index < start:
-            continue
-        if marker is not None and marker not in {
-            c["name"] for c in sa.inspect(connection).get_columns(table)
-        }:
-            pass  # already applied by an interrupted run (its temporary column is gone)
-        else:
-            execute_sql(connection, sql)
-        if not dialect_is_transactional(connection):
-            state.save(connection, plan, f"{prefix}:{index + 1}")
-
-
-def execute_sql(connection: Connection, sql: str) -> None:
-    """Run a complete SQL statement (no parameters); ``%`` in it (``LIKE 'a%'`` in a
-    recreated index definition) is escaped for drivers with ``format`` paramstyle."""
-    if connection.dialect.paramstyle in ("format", "pyformat"):
-        sql = sql.replace("%", "%%")
-    connection.exec_driver_sql(sql)
-
-
-def dialect_is_transactional(connection: Connection) -> bool:
-    """True where DDL is transactional, so no per-step state is needed."""
-    return bool(for_dialect(connection.dialect.name).TRANSACTIONAL)
-
-
 def _verify_final(
     connection: Connection, plan: PkMigrationPlan, before: dict[str, int] | None
 ) -> None:
-    """Row counts unchanged, no orphaned reference, each key unique and not null."""
+    """Row counts unchanged, no orphaned reference."""
     if before is not None:
         after = _row_counts(connection, plan)
         lost = {t: (before[t], after[t]) for t in before if before[t] != after[t]}
@@ -291,26 +215,44 @@ def _verify_final(
 
 def restore_pk_from_uuid7(connection: Connection, table: str) -> PkMigrationPlan:
     """Undo :func:`migrate_pk_to_uuid7`: the old keys, columns, constraints and default
-    come back; rows created since get fresh old-style keys (integer keys only)."""
+    come back; rows created since get fresh old-style keys (integer keys only).
+
+    The old keys come from ``<key>_old``, or from the mapping table when that
+    column was dropped; with neither, nothing is changed and the error says so.
+    """
     dialect = for_dialect(connection.dialect.name)
+    strategy = dialect.STRATEGY
     recorded = state.load(connection, table)
     if recorded is None:
         raise MigrationRefusedError(f"no recorded UUIDv7 migration of {table!r} to undo")
     step, plan = recorded
     if step != "done" and not step.startswith("down"):
         raise MigrationRefusedError(
-            f"the migration of {table!r} is unfinished (step {step}); run it again first"
+            f"the migration of {table!r} is unfinished (step {step}); run migrate_pk_to_uuid7"
+            " again to finish it, then undo it"
         )
     if step == "done":
+        _check_old_keys(connection, plan)
         _replan_views(connection, plan, dialect)
-    if dialect.STRATEGY == "rebuild":
-        dialect.check_foreign_keys_off(connection)
-    with _bounded_transactions(connection, dialect):
-        _downgrade(connection, plan, dialect, step)
+    strategy.prepare(connection)
+    with _bounded_transactions(connection, strategy):
+        _downgrade(connection, plan, strategy, step)
     return plan
 
 
-def _replan_views(connection: Connection, plan: PkMigrationPlan, dialect: ModuleType) -> None:
+def _check_old_keys(connection: Connection, plan: PkMigrationPlan) -> None:
+    """The old keys must still be somewhere: the old-key column or the mapping table."""
+    inspector = sa.inspect(connection)
+    has_column = plan.old_column in {c["name"] for c in inspector.get_columns(plan.table)}
+    if not has_column and not inspector.has_table(plan.mapping_table):
+        raise refuse(
+            f"{plan.table}.{plan.old_column} and the mapping table {plan.mapping_table} are"
+            " both gone, so the old keys cannot be restored",
+            plan.table,
+        )
+
+
+def _replan_views(connection: Connection, plan: PkMigrationPlan, dialect: Any) -> None:
     """The views over the migrated columns as they are now (some may have been created
     or changed since the upgrade): recreated if the upgrade was asked to, else refused."""
     views = dialect.find_views(connection, sa.inspect(connection), plan.affected_columns())
@@ -325,9 +267,29 @@ def _replan_views(connection: Connection, plan: PkMigrationPlan, dialect: Module
     plan.views = views
 
 
-def _number_new_rows(connection: Connection, plan: PkMigrationPlan, dialect: ModuleType) -> None:
+def _restore_old_column(connection: Connection, plan: PkMigrationPlan, dialect: Any) -> None:
+    """Put ``<key>_old`` back from the mapping table if it was dropped after the upgrade."""
+    if plan.old_column in {c["name"] for c in sa.inspect(connection).get_columns(plan.table)}:
+        return
+    logger.info(
+        "%s.%s is gone: the old keys come from %s", plan.table, plan.old_column, plan.mapping_table
+    )
+    q = connection.dialect.identifier_preparer.quote
+    strategies.execute_sql(
+        connection,
+        f"ALTER TABLE {q(plan.table)} ADD COLUMN {q(plan.old_column)} {plan.key_type_sql}",
+    )
+    keep = dialect.preserved_columns(connection, plan.table)
+    fills = [Fill(plan.table, plan.column, plan.old_column, keep=keep)]
+    strategies.fill(connection, plan, fills, "new_key", "old_key")
+
+
+def _number_new_rows(connection: Connection, plan: PkMigrationPlan, dialect: Any) -> None:
     """Give rows created after the migration an old-style key, and record it in the mapping."""
-    parent = sa.table(plan.table, sa.column(plan.column), sa.column(plan.old_column))
+    keep = dialect.preserved_columns(connection, plan.table)
+    parent = sa.table(
+        plan.table, sa.column(plan.column), sa.column(plan.old_column), *map(sa.column, keep)
+    )
     missing = (
         connection.execute(
             sa.select(parent.c[plan.column])
@@ -345,44 +307,29 @@ def _number_new_rows(connection: Connection, plan: PkMigrationPlan, dialect: Mod
             f" old {plan.key_kind} key; give them one in {plan.old_column} first"
         )
     mapping = keys.mapping_table(plan)
-    next_sql = dialect.next_old_keys_sql(plan)
     top = connection.execute(sa.select(sa.func.max(parent.c[plan.old_column]))).scalar() or 0
     for offset, new_key in enumerate(missing, start=1):
-        if next_sql:
-            old = connection.execute(sa.text(f"SELECT {next_sql}")).scalar_one()
-        else:
+        old = dialect.next_old_key(connection, plan)
+        if old is None:
             old = top + offset
         connection.execute(
-            sa.update(parent).where(parent.c[plan.column] == new_key).values({plan.old_column: old})
+            sa.update(parent)
+            .where(parent.c[plan.column] == new_key)
+            .values({plan.old_column: old, **{k: parent.c[k] for k in keep}})
         )
         connection.execute(sa.insert(mapping).values(old_key=old, new_key=new_key))
 
 
 def _downgrade(
-    connection: Connection, plan: PkMigrationPlan, dialect: ModuleType, step: str
+    connection: Connection, plan: PkMigrationPlan, strategy: strategies.Strategy, step: str
 ) -> None:
+    dialect = for_dialect(connection.dialect.name)
     before = _row_counts(connection, plan)
     if not step.startswith("down-swap"):
         state.save(connection, plan, "down")
+        _restore_old_column(connection, plan, dialect)
         _number_new_rows(connection, plan, dialect)
-        if dialect.STRATEGY == "rebuild":
-            _with_views(connection, plan, lambda: dialect.rebuild(connection, plan, "downgrade"))
-        else:
-            for table, _source, target in _targets(plan, RESTORE_SUFFIX):
-                ref = next(
-                    r
-                    for r in plan.references
-                    if r.table == table and r.column + RESTORE_SUFFIX == target
-                )
-                _add_column(connection, table, target, ref.type_sql)
-            _fill(connection, plan, RESTORE_SUFFIX, "new_key", "old_key")
-            _verify_filled(connection, plan, RESTORE_SUFFIX, "old_key", "new_key")
-            step = "down-swap:0"
-            state.save(connection, plan, step)
-    if dialect.STRATEGY != "rebuild":
-        _run_swap(
-            connection, plan, _view_steps(plan, dialect.downgrade_swap(connection, plan)), step
-        )
+    strategy.downgrade(connection, plan, step)
     _verify_final(connection, plan, before)
     keys.mapping_table(plan).drop(connection, checkfirst=True)
     state.forget(connection, plan.table)

@@ -36,6 +36,14 @@ def load(connection: Connection, table: str) -> tuple[str, PkMigrationPlan] | No
     return row.step, PkMigrationPlan.from_json(row.plan)
 
 
+def steps(connection: Connection) -> dict[str, str]:
+    """The recorded step of every table with a migration on record."""
+    if not sa.inspect(connection).has_table(STATE_TABLE):
+        return {}
+    rows = connection.execute(sa.select(state_table.c.table_name, state_table.c.step))
+    return {name: step for name, step in rows}
+
+
 def save(connection: Connection, plan: PkMigrationPlan, step: str) -> None:
     """Record that ``plan`` reached ``step`` (creates the state table on first use)."""
     state_table.create(connection, checkfirst=True)

@@ -1,9 +1,12 @@
-"""Per-dialect pieces of the key migration: one module per database family.
+"""Per-database pieces of the key migration: one module per database family.
 
-Each module offers the same functions (``find_references``, ``find_blockers``,
-``find_dependents``, ``column_type_sql``, ``key_default``, ``table_sql``) for
-the planner, and either swap statements (PostgreSQL, MariaDB/MySQL: new
-columns are filled, then swapped in) or a table rebuild (SQLite).
+Each module offers the same reflection functions for the planner
+(``primary_key``, ``columns``, ``foreign_keys``, ``find_references``,
+``resolve_inheritance``, ``find_views``, ``find_blockers``, ``find_routines``,
+``find_dependents``, ``key_default``, ``column_definitions``...) and a
+``STRATEGY`` object (:class:`~sqla_ids.migration.strategies.Strategy`) that
+changes the columns: PostgreSQL converts them in place, MariaDB/MySQL swap
+filled temporary columns in, SQLite rebuilds the tables.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ old table. Downgrade recreates each table from its original ``CREATE`` SQL.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,13 +20,22 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateTable
 
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
+from sqla_ids.migration import analysis, strategies
 from sqla_ids.migration.dialects import _reflected
 from sqla_ids.migration.keys import RawType, uuid_type
-from sqla_ids.migration.plan import Dependent, PkMigrationPlan, Reference, View
+from sqla_ids.migration.plan import (
+    Blockers,
+    ColumnDefinition,
+    Dependent,
+    PkMigrationPlan,
+    Reference,
+    Routine,
+    View,
+)
 from sqla_ids.migration.progress import Progress
 
-STRATEGY = "rebuild"
 TRANSACTIONAL = True
+IDENTIFIER_QUOTE = '"'
 _OLD_PREFIX = "_sqla_ids_old_"
 
 
@@ -51,6 +59,39 @@ def check_foreign_keys_off(connection: Connection) -> None:
     connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
 
 
+def primary_key(
+    connection: Connection, inspector: sa.Inspector, table: str
+) -> tuple[str | None, list[str]]:
+    """The primary key's name (if declared) and columns."""
+    pk = inspector.get_pk_constraint(table)
+    return pk.get("name"), list(pk.get("constrained_columns") or [])
+
+
+def columns(connection: Connection, inspector: sa.Inspector, table: str) -> dict[str, Any]:
+    """The table's columns by name (SQLAlchemy's reflection)."""
+    return {c["name"]: c for c in inspector.get_columns(table)}
+
+
+def foreign_keys(connection: Connection, inspector: sa.Inspector) -> list[dict[str, Any]]:
+    """Every foreign key of every table (``table`` added to SQLAlchemy's dicts)."""
+    return [
+        {**fk, "table": t}
+        for t in sorted(inspector.get_table_names())
+        for fk in inspector.get_foreign_keys(t)
+    ]
+
+
+def resolve_inheritance(
+    connection: Connection, table: str, references: list[Reference], blockers: Blockers
+) -> None:
+    """SQLite has no table inheritance or partitioning."""
+
+
+def identifier_limit(name: str) -> int | None:
+    """SQLite has no identifier length limit."""
+    return None
+
+
 def column_type_sql(connection: Connection, table: str, column: str) -> str:
     """The declared type of the column, as written in its ``CREATE TABLE``."""
     for row in connection.exec_driver_sql(f"PRAGMA table_info({_quote(connection, table)})"):
@@ -69,12 +110,36 @@ def find_references(
 def find_blockers(
     connection: Connection, inspector: sa.Inspector, table: str, affected: dict[str, set[str]]
 ) -> list[str]:
-    """Triggers that mention an affected table (views: :func:`find_views`)."""
-    return [
-        f"trigger {name} on {on_table} would be lost by the table rebuild;"
-        " drop it first and recreate it after"
-        for name, on_table, _sql, _t in _mentioning(connection, "trigger", affected)
-    ]
+    """Nothing beyond the shared checks: triggers are carried over by the rebuild
+    (those using a migrated column are acknowledged like routines)."""
+    return []
+
+
+def find_routines(connection: Connection, affected: dict[str, set[str]]) -> list[Routine]:
+    """Triggers whose body uses a migrated column (through ``NEW``/``OLD`` of the
+    table they are on, or by naming the table and the column)."""
+    found = []
+    rows = connection.exec_driver_sql(
+        "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY rowid"
+    ).all()
+    for name, on_table, sql in rows:
+        body = str(sql or "")
+        uses = analysis.routine_uses(
+            body, on_table if on_table in affected else None, affected, IDENTIFIER_QUOTE
+        ) or analysis.routine_uses(body, on_table if on_table in affected else None, affected, "`")
+        if uses:
+            found.append(Routine("trigger", name, uses, body))
+    return found
+
+
+def column_definitions(connection: Connection, plan: PkMigrationPlan) -> list[ColumnDefinition]:
+    """Not needed: the rebuild recreates each table from its own ``CREATE`` SQL."""
+    return []
+
+
+def preserved_columns(connection: Connection, table: str) -> tuple[str, ...]:
+    """SQLite has no column that changes by itself on update."""
+    return ()
 
 
 def _mentioning(
@@ -88,8 +153,12 @@ def _mentioning(
     ).all()
     for name, on_table, sql in rows:
         for t in sorted(affected):
-            if on_table == t or re.search(
-                rf"[\s\"`\[.(]{re.escape(t)}(?:[\s\"`\]).,;]|$)", sql or "", re.I
+            text = sql or ""
+            if (
+                on_table == t
+                or analysis.mentions(text, [t], '"')
+                or analysis.mentions(text, [t], "`")
+                or f"[{t}]".lower() in text.lower()
             ):
                 found.append((name, on_table, sql, t))
                 break
@@ -97,7 +166,10 @@ def _mentioning(
 
 
 def find_views(
-    connection: Connection, inspector: sa.Inspector, affected: dict[str, set[str]]
+    connection: Connection,
+    inspector: sa.Inspector,
+    affected: dict[str, set[str]],
+    blockers: Blockers | None = None,
 ) -> list[View]:
     """Views naming an affected table: the rebuild drops the table under them, so they
     are dropped first and recreated from their ``CREATE VIEW`` text afterwards."""
@@ -148,12 +220,13 @@ def key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]
 
 
 def table_sql(connection: Connection, plan: PkMigrationPlan) -> dict[str, list[str]]:
-    """Each affected table's original ``CREATE TABLE`` and ``CREATE INDEX`` statements."""
+    """Each affected table's original ``CREATE TABLE``, then its ``CREATE INDEX`` and
+    ``CREATE TRIGGER`` statements (replayed after the copy, so no trigger fires on it)."""
     result = {}
     for t in plan.affected_tables:
         rows = connection.exec_driver_sql(
             "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL"
-            " ORDER BY type = 'index', name",
+            " ORDER BY type <> 'table', type = 'trigger', rowid",
             (t,),
         ).scalars()
         result[t] = list(rows)
@@ -267,6 +340,31 @@ def _copy_columns(
     return targets, sources
 
 
-def next_old_keys_sql(plan: PkMigrationPlan) -> str | None:
-    """Fresh old keys are numbered after the maximum."""
+def next_old_key(connection: Connection, plan: PkMigrationPlan) -> Any:
+    """No sequence: fresh old keys are numbered after the maximum."""
     return None
+
+
+class Rebuild(strategies.Strategy):
+    """Recreate every affected table (see the module docstring)."""
+
+    transactional = True
+
+    def prepare(self, connection: Connection) -> None:
+        """Foreign-key enforcement off (see :func:`check_foreign_keys_off`)."""
+        check_foreign_keys_off(connection)
+
+    def upgrade(self, connection: Connection, plan: PkMigrationPlan, step: str) -> None:
+        """Rebuild the tables with UUID columns, the views dropped meanwhile."""
+        strategies.drop_views(connection, plan)
+        rebuild(connection, plan, "upgrade")
+        strategies.recreate_views(connection, plan)
+
+    def downgrade(self, connection: Connection, plan: PkMigrationPlan, step: str) -> None:
+        """Rebuild the tables from their original SQL, the views dropped meanwhile."""
+        strategies.drop_views(connection, plan)
+        rebuild(connection, plan, "downgrade")
+        strategies.recreate_views(connection, plan)
+
+
+STRATEGY = Rebuild()

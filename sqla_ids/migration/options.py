@@ -1,0 +1,124 @@
+"""The options of a key migration, as one typed object.
+
+The same :class:`PkMigrationOptions` travels from the Alembic operation to the
+planner and the runner, is stored with the plan, and is rendered back into a
+migration script, so nothing is lost on the way (``reverse()`` included).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _pairs(value: Iterable[Iterable[str]]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in value:
+        pair = tuple(item)
+        if len(pair) != 2 or not all(isinstance(p, str) and p for p in pair):
+            raise ValueError(f"extra_references takes (table, column) pairs of names, got {item!r}")
+        pairs.append((pair[0], pair[1]))
+    return tuple(pairs)
+
+
+@dataclass(frozen=True)
+class PkMigrationOptions:
+    """How to migrate one table's key to UUIDv7 (every field is optional).
+
+    ``timestamp_column``: a ``created_at``-like column whose values give the
+    new keys' timestamps (running maximum in key order); default: synthesised
+    from the key order.
+    ``old_column``: where the old key values stay (default ``<key>_old``).
+    ``mapping_table``: the old -> new table (default ``<table>_uuid7_map``).
+    ``extra_references``: ``(table, column)`` pairs of plain columns that hold
+    the key without a declared foreign key; they are converted too.
+    ``batch_size``: rows per batch (progress, MariaDB durability).
+    ``seed``: makes the new keys reproducible (default: random, stored).
+    ``keep_child_old_columns``: keep every referencing column's old values
+    in ``<column>_old`` as well.
+    ``drop_sequence``: drop the key's sequence (PostgreSQL ``serial``).
+    ``server_default``: ``True`` fills new rows' keys on the server with
+    UUIDv7 where the database can; an SQL expression string is used as the
+    ``DEFAULT`` instead; ``False`` sets none.
+    ``recreate_views``: drop the views over affected columns and recreate
+    them from their definitions (default: refuse, naming them).
+    ``acknowledged_routines``: names of stored functions, procedures and
+    triggers that use the migrated columns and that you have checked (or will
+    change) for the new key type; the others are refused, by name.
+    """
+
+    timestamp_column: str | None = None
+    old_column: str | None = None
+    mapping_table: str | None = None
+    extra_references: tuple[tuple[str, str], ...] = ()
+    batch_size: int = 10_000
+    seed: str | None = None
+    keep_child_old_columns: bool = False
+    drop_sequence: bool = False
+    server_default: str | bool = True
+    recreate_views: bool = False
+    acknowledged_routines: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        # Lists are accepted (they read naturally in a migration script) and
+        # frozen into tuples, so the options stay hashable and comparable.
+        object.__setattr__(self, "extra_references", _pairs(self.extra_references))
+        routines = self.acknowledged_routines
+        if isinstance(routines, str):
+            routines = (routines,)
+        object.__setattr__(self, "acknowledged_routines", tuple(routines))
+        if self.seed is not None and not isinstance(self.seed, str):
+            object.__setattr__(self, "seed", str(self.seed))
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int):
+            raise ValueError(f"batch_size must be a whole number, got {self.batch_size!r}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {self.batch_size}")
+        sd = self.server_default
+        if not isinstance(sd, str | bool) or sd == "":
+            raise ValueError(
+                "server_default must be True (UUIDv7 from the server where possible), an SQL"
+                f" expression, or False (no default); got {sd!r}"
+            )
+        for name in ("timestamp_column", "old_column", "mapping_table"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{name} must be a non-empty name, got {value!r}")
+
+    def replace(self, **changes: Any) -> PkMigrationOptions:
+        """A copy with ``changes`` applied (unknown names raise ``TypeError``)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options that differ from the defaults (JSON-serialisable)."""
+        default = PkMigrationOptions()
+        result: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value != getattr(default, f.name):
+                if f.name == "extra_references":
+                    value = [list(p) for p in value]
+                elif f.name == "acknowledged_routines":
+                    value = list(value)
+                result[f.name] = value
+        return result
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PkMigrationOptions:
+        """Rebuild options saved by :meth:`to_dict`."""
+        return cls(**dict(data))
+
+
+def build_options(
+    options: PkMigrationOptions | None, overrides: Mapping[str, Any]
+) -> PkMigrationOptions:
+    """``options`` (or the defaults) with keyword ``overrides`` applied."""
+    base = options if options is not None else PkMigrationOptions()
+    if not isinstance(base, PkMigrationOptions):
+        raise TypeError(f"options must be a PkMigrationOptions, got {type(base).__name__}")
+    try:
+        return base.replace(**overrides) if overrides else base
+    except TypeError as error:
+        known = ", ".join(f.name for f in dataclasses.fields(PkMigrationOptions))
+        raise TypeError(f"{error} (known options: {known})") from None

@@ -1,0 +1,186 @@
+"""Ways of carrying out a planned key migration: one strategy object per database.
+
+The runner does what every database shares (the state row, the mapping
+table, the final checks); a :class:`Strategy` changes the columns:
+
+* PostgreSQL (:class:`~sqla_ids.migration.dialects.postgresql.AlterType`):
+  converted values go into temporary columns, then each column changes type
+  in place with ``ALTER COLUMN ... TYPE uuid USING <temporary column>``, all
+  in one transaction. The column keeps its position, comment and grants;
+  PostgreSQL rebuilds its indexes and constraints under the same names, and
+  recurses into the partitions of a partitioned table.
+* MariaDB/MySQL (:class:`~sqla_ids.migration.dialects.mysql.Swap`): filled
+  temporary columns are swapped in by one ``ALTER TABLE`` per table, each
+  step recorded so a re-run after a crash continues (DDL commits implicitly).
+* SQLite (:class:`~sqla_ids.migration.dialects.sqlite.Rebuild`): each
+  affected table is recreated and refilled through the mapping table.
+
+This module holds the shared pieces: filling a column through the mapping
+table in key-range batches and checking the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from sqla_ids.errors import MigrationVerificationError
+from sqla_ids.migration import keys
+from sqla_ids.migration.plan import PkMigrationPlan, View
+from sqla_ids.migration.progress import Progress
+
+
+@dataclass(frozen=True)
+class Fill:
+    """Set ``target`` of every row of ``table`` from the mapping, looked up by ``source``.
+
+    ``copy``: further ``target <- source`` columns set in the same ``UPDATE``
+    (the old key kept next to the new one). ``keep``: columns set to
+    themselves, so that MariaDB's ``ON UPDATE CURRENT_TIMESTAMP`` does not
+    overwrite them (an explicitly assigned column is left as assigned).
+    """
+
+    table: str
+    source: str
+    target: str
+    copy: tuple[tuple[str, str], ...] = ()
+    keep: tuple[str, ...] = field(default=())
+
+
+class Strategy:
+    """How the converted values replace the old ones (see the module docstring).
+
+    ``transactional``: the whole run happens in one transaction, so a failure
+    rolls everything back; otherwise each step is durable and recorded.
+    """
+
+    transactional: bool = True
+
+    def prepare(self, connection: Connection) -> None:
+        """Check or set connection-level settings before the transaction begins."""
+
+    def upgrade(self, connection: Connection, plan: PkMigrationPlan, step: str) -> None:
+        """Replace the old key values by the mapped UUIDs in every affected column."""
+        raise NotImplementedError
+
+    def downgrade(self, connection: Connection, plan: PkMigrationPlan, step: str) -> None:
+        """Put the old key values back in every affected column."""
+        raise NotImplementedError
+
+
+def count(connection: Connection, table: str | sa.TableClause, *where: Any) -> int:
+    """``SELECT count(*)`` of ``table`` (optionally filtered)."""
+    source = sa.table(table) if isinstance(table, str) else table
+    query = sa.select(sa.func.count()).select_from(source)
+    if where:
+        query = query.where(*where)
+    return int(connection.execute(query).scalar_one())
+
+
+def fill(
+    connection: Connection,
+    plan: PkMigrationPlan,
+    fills: list[Fill],
+    source_key: str,
+    target_key: str,
+) -> None:
+    """Run every :class:`Fill` through the mapping table, one key range at a time
+    (``source_key``/``target_key``: ``"old_key"``/``"new_key"`` or the reverse)."""
+    mapping = keys.mapping_table(plan)
+    for f in fills:
+        names = {f.source, f.target, *f.keep, *(c for pair in f.copy for c in pair)}
+        t = sa.table(f.table, *(sa.column(n) for n in sorted(names)))
+        values: dict[str, Any] = {f.target: mapping.c[target_key]}
+        values.update({target: t.c[source] for target, source in f.copy})
+        values.update({k: t.c[k] for k in f.keep})
+        progress = Progress(f"{f.table}.{f.source}", count(connection, f.table))
+        for after, up_to in keys.key_ranges(connection, plan, source_key):
+            where = [mapping.c[source_key] == t.c[f.source], t.c[f.source] <= up_to]
+            if after is not None:
+                where.append(t.c[f.source] > after)
+            done = connection.execute(sa.update(t).values(values).where(*where)).rowcount
+            progress.advance(done)
+
+
+def verify_filled(
+    connection: Connection,
+    plan: PkMigrationPlan,
+    fills: list[Fill],
+    source_key: str,
+    target_key: str,
+) -> None:
+    """Every non-null source has its target, equal to the mapping's value for it."""
+    mapping = keys.mapping_table(plan)
+    for f in fills:
+        t = sa.table(f.table, sa.column(f.source), sa.column(f.target))
+        expected = count(connection, t, t.c[f.source].is_not(None))
+        matched = connection.execute(
+            sa.select(sa.func.count())
+            .select_from(t)
+            .join(
+                mapping,
+                sa.and_(
+                    mapping.c[source_key] == t.c[f.source],
+                    mapping.c[target_key] == t.c[f.target],
+                ),
+            )
+        ).scalar_one()
+        if matched != expected:
+            raise MigrationVerificationError(
+                f"{f.table}.{f.source}: {expected - matched} of {expected} values have no"
+                " matching converted value; stopped before changing any key"
+            )
+
+
+def execute_sql(connection: Connection, sql: str) -> None:
+    """Run a complete SQL statement (no parameters); ``%`` in it (``LIKE 'a%'`` in a
+    recreated definition) is escaped for drivers with ``format`` paramstyle."""
+    if connection.dialect.paramstyle in ("format", "pyformat"):
+        sql = sql.replace("%", "%%")
+    connection.exec_driver_sql(sql)
+
+
+def literal(connection: Connection, value: str) -> str:
+    """``value`` as a string literal of this database (for DDL, which takes no
+    bound parameters: ``COMMENT``), escaped by SQLAlchemy's literal renderer.
+
+    The renderer doubles ``%`` for ``format``-paramstyle drivers; that is undone
+    here because :func:`execute_sql` does it for the whole statement."""
+    rendered = str(
+        sa.literal(value, sa.String()).compile(
+            dialect=connection.dialect, compile_kwargs={"literal_binds": True}
+        )
+    )
+    if connection.dialect.paramstyle in ("format", "pyformat"):
+        rendered = rendered.replace("%%", "%")
+    return rendered
+
+
+def drop_views(connection: Connection, plan: PkMigrationPlan) -> None:
+    """Drop the views over affected columns, those built on others first."""
+    for view in reversed(plan.views):
+        execute_sql(connection, view.drop_sql)
+
+
+def recreate_views(connection: Connection, plan: PkMigrationPlan) -> None:
+    """Recreate the dropped views from their recorded definitions; a failure names
+    the view (a comparison with an unconverted column is the usual reason)."""
+    for view in plan.views:
+        for sql in [view.create_sql, *view.after_sql]:
+            try:
+                execute_sql(connection, sql)
+            except sa.exc.DBAPIError as error:
+                raise view_error(view, error) from error
+
+
+def view_error(view: View, error: sa.exc.DBAPIError) -> MigrationVerificationError:
+    """The error for a view that could not be recreated, naming it and the way out."""
+    reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+    return MigrationVerificationError(
+        f"could not recreate view {view.name} (it depends on {view.depends_on}): {reason}."
+        " If the view compares a converted column with one that holds the same keys"
+        " without a foreign key, name that column in extra_references=[(table, column)]"
+    )
