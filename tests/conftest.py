@@ -166,3 +166,10 @@ def private_engine(engine: Engine, tmp_path: Path) -> Iterator[Engine]:
     scratch = _postgresql_scratch if name == "postgresql" else _mariadb_scratch
     with scratch(_base_url(name)) as url:
         yield from _engine(url)
+
+
+@pytest.fixture
+def postgresql_private_engine(postgresql_url: URL) -> Iterator[Engine]:
+    """A PostgreSQL engine on a schema of this test's own (PostgreSQL-only tests)."""
+    with _postgresql_scratch(_base_url("postgresql")) as url:
+        yield from _engine(url)

@@ -318,6 +318,7 @@ def _number_new_rows(connection: Connection, plan: PkMigrationPlan, dialect: Any
             .values({plan.old_column: old, **{k: parent.c[k] for k in keep}})
         )
         connection.execute(sa.insert(mapping).values(old_key=old, new_key=new_key))
+        plan.default["numbered_up_to"] = old  # a recreated sequence continues after it
 
 
 def _downgrade(
@@ -327,8 +328,9 @@ def _downgrade(
     before = _row_counts(connection, plan)
     if not step.startswith("down-swap"):
         state.save(connection, plan, "down")
-        _restore_old_column(connection, plan, dialect)
-        _number_new_rows(connection, plan, dialect)
+        with strategy.quiet(connection, plan):
+            _restore_old_column(connection, plan, dialect)
+            _number_new_rows(connection, plan, dialect)
     strategy.downgrade(connection, plan, step)
     _verify_final(connection, plan, before)
     keys.mapping_table(plan).drop(connection, checkfirst=True)

@@ -21,6 +21,8 @@ table in key-range batches and checking the result.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +63,12 @@ class Strategy:
 
     def prepare(self, connection: Connection) -> None:
         """Check or set connection-level settings before the transaction begins."""
+
+    @contextmanager
+    def quiet(self, connection: Connection, plan: PkMigrationPlan) -> Iterator[None]:
+        """Run the block without firing the affected tables' triggers where the
+        database allows it (PostgreSQL); elsewhere as it is."""
+        yield
 
     def upgrade(self, connection: Connection, plan: PkMigrationPlan, step: str) -> None:
         """Replace the old key values by the mapped UUIDs in every affected column."""

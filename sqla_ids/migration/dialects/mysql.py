@@ -369,49 +369,42 @@ def find_dependents(
     affected: dict[str, set[str]],
 ) -> list[Dependent]:
     """Indexes, unique keys and child primary keys over affected columns, each with
-    the clause that recreates it exactly (prefix lengths, order, type, comment)."""
+    the clause that recreates it exactly: ``ADD`` and the line ``SHOW CREATE
+    TABLE`` prints for it (prefix lengths, order, type, comment as they were)."""
     deps: list[Dependent] = []
     for t, cols in sorted(affected.items()):
         rows = connection.execute(
             sa.text(
-                "SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME, SUB_PART, COLLATION, INDEX_TYPE,"
-                " INDEX_COMMENT FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()"
-                " AND TABLE_NAME = :t ORDER BY INDEX_NAME = 'PRIMARY' DESC, INDEX_NAME,"
-                " SEQ_IN_INDEX"
+                "SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME FROM information_schema.STATISTICS"
+                " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = :t"
+                " ORDER BY INDEX_NAME = 'PRIMARY' DESC, INDEX_NAME, SEQ_IN_INDEX"
             ),
             {"t": t},
         ).all()
         indexes: dict[str, list[Any]] = {}
         for row in rows:
             indexes.setdefault(row[0], []).append(row)
+        lines = _create_lines(connection, t)
         for name, parts in indexes.items():
             ix_cols = [p[2] for p in parts]
             if not cols & set(ix_cols) or (t == table and name == "PRIMARY"):
                 continue
             kind = "primary" if name == "PRIMARY" else ("index" if parts[0][1] else "unique")
-            deps.append(Dependent(t, name, kind, ix_cols, _index_clause(connection, kind, parts)))
+            deps.append(Dependent(t, name, kind, ix_cols, "ADD " + _index_line(lines, name)))
     return deps
 
 
-def _index_clause(connection: Connection, kind: str, parts: list[Any]) -> str:
-    """The ``ADD ...`` clause of one index, from its ``STATISTICS`` rows."""
-    name, _non_unique, _col, _sub, _collation, index_type, comment = parts[0]
-    cols = ", ".join(
-        _quote(connection, p[2])
-        + (f"({int(p[3])})" if p[3] else "")
-        + (" DESC" if p[4] == "D" else "")
-        for p in parts
-    )
-    if kind == "primary":
-        return f"ADD PRIMARY KEY ({cols})"
-    if index_type in ("FULLTEXT", "SPATIAL"):
-        head = f"ADD {index_type} INDEX {_quote(connection, name)}"
+def _index_line(lines: list[str], name: str) -> str:
+    """The ``SHOW CREATE TABLE`` line of index ``name``."""
+    if name == "PRIMARY":
+        wanted = ("PRIMARY KEY ",)
     else:
-        unique = "UNIQUE " if kind == "unique" else ""
-        head = f"ADD {unique}INDEX {_quote(connection, name)}"
-    using = f" USING {index_type}" if index_type in ("BTREE", "HASH") else ""
-    note = f" COMMENT {literal(connection, comment)}" if comment else ""
-    return f"{head} ({cols}){using}{note}"
+        quoted = "`" + name.replace("`", "``") + "` "
+        wanted = tuple(f"{kind}KEY {quoted}" for kind in ("", "UNIQUE ", "FULLTEXT ", "SPATIAL "))
+    for line in lines:
+        if line.startswith(wanted):
+            return line
+    raise refuse(f"cannot find index {name} in SHOW CREATE TABLE")
 
 
 def key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:

@@ -18,6 +18,8 @@ Names reach SQL only through ``quote`` (identifiers) or as bound parameters
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -93,11 +95,32 @@ def columns(connection: Connection, inspector: sa.Inspector, table: str) -> dict
 
 
 def foreign_keys(connection: Connection, inspector: sa.Inspector) -> list[dict[str, Any]]:
-    """Every foreign key of every table (``table`` added to SQLAlchemy's dicts)."""
+    """Every foreign key of the current schema's tables, columns paired in order
+    (read from the catalog: SQLAlchemy's reflection parses the constraint's text
+    and mispairs columns whose names hold quotes)."""
+    rows = connection.execute(
+        sa.text(
+            "SELECT c.conname, cl.relname, rc.relname,"
+            " ARRAY(SELECT a.attname FROM unnest(c.conkey) WITH ORDINALITY k(n, i)"
+            "  JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY k.i),"
+            " ARRAY(SELECT a.attname FROM unnest(c.confkey) WITH ORDINALITY k(n, i)"
+            "  JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n ORDER BY k.i)"
+            " FROM pg_constraint c JOIN pg_class cl ON cl.oid = c.conrelid"
+            " JOIN pg_class rc ON rc.oid = c.confrelid"
+            " WHERE c.contype = 'f' AND c.conparentid = 0"
+            " AND cl.relnamespace = current_schema()::regnamespace"
+            " ORDER BY cl.relname, c.conname"
+        )
+    ).all()
     return [
-        {**fk, "table": t}
-        for t in sorted(inspector.get_table_names())
-        for fk in inspector.get_foreign_keys(t)
+        {
+            "name": name,
+            "table": table,
+            "constrained_columns": list(local),
+            "referred_table": referred,
+            "referred_columns": list(remote),
+        }
+        for name, table, referred, local, remote in rows
     ]
 
 
@@ -590,13 +613,29 @@ class AlterType(strategies.Strategy):
                 found.append((t, name, enabled))
         return found
 
-    def _around(self, connection: Connection, plan: PkMigrationPlan, work: Any) -> None:
-        """Run ``work()`` with user triggers disabled, FKs to the key and views dropped;
-        put them back as they were afterwards."""
+    @contextmanager
+    def quiet(self, connection: Connection, plan: PkMigrationPlan) -> Iterator[None]:
+        """User triggers on the affected tables disabled meanwhile (the rewrite is not
+        an application update), then enabled again exactly as they were."""
         q = connection.dialect.identifier_preparer.quote
         triggers = self._enabled_triggers(connection, plan)
         for t, name, _enabled in triggers:
             execute_sql(connection, f"ALTER TABLE {q(t)} DISABLE TRIGGER {q(name)}")
+        yield
+        how = {"O": "", "A": "ALWAYS ", "R": "REPLICA "}
+        for t, name, enabled in triggers:
+            execute_sql(connection, f"ALTER TABLE {q(t)} ENABLE {how[enabled]}TRIGGER {q(name)}")
+
+    def _around(self, connection: Connection, plan: PkMigrationPlan, work: Any) -> None:
+        """Run ``work()`` quietly with the FKs to the key and the views dropped; put
+        them back as they were afterwards."""
+        with self.quiet(connection, plan):
+            self._without_dependents(connection, plan, work)
+
+    def _without_dependents(
+        self, connection: Connection, plan: PkMigrationPlan, work: Any
+    ) -> None:
+        q = connection.dialect.identifier_preparer.quote
         strategies.drop_views(connection, plan)
         for ref in plan.references:
             if ref.constraint:
@@ -612,9 +651,6 @@ class AlterType(strategies.Strategy):
                     f" {ref.definition}",
                 )
         strategies.recreate_views(connection, plan)
-        how = {"O": "", "A": "ALWAYS ", "R": "REPLICA "}
-        for t, name, enabled in triggers:
-            execute_sql(connection, f"ALTER TABLE {q(t)} ENABLE {how[enabled]}TRIGGER {q(name)}")
 
     def _convert(
         self,
@@ -752,19 +788,11 @@ def _restore_default(connection: Connection, plan: PkMigrationPlan) -> None:
         execute_sql(
             connection, f"ALTER TABLE {t} ALTER COLUMN {c} SET DEFAULT {plan.default['expression']}"
         )
-    if kind in ("identity", "sequence"):
-        top = connection.execute(
-            sa.select(sa.func.max(sa.column(plan.column))).select_from(sa.table(plan.table))
-        ).scalar()
-        current = connection.execute(
-            sa.text("SELECT pg_sequence_last_value(CAST(:s AS regclass))"),
-            {"s": _sequence_name(connection, seq)},
-        ).scalar()
-        value = max(
-            int(top or 0),
-            int(plan.default.get("last_value") or seq.get("last_value") or 0),
-            int(current or 0),
-        )
+    # The sequence continues exactly where it stood -- or after the keys given to
+    # rows created since the upgrade. A kept sequence already advanced for those.
+    recreated = kind == "identity" or (kind == "sequence" and plan.drop_sequence)
+    if recreated:
+        value = max(int(seq.get("last_value") or 0), int(plan.default.get("numbered_up_to") or 0))
         if value:
             connection.execute(
                 sa.text("SELECT setval(CAST(:s AS regclass), :v)"),

@@ -1,0 +1,170 @@
+"""Whole-database fingerprints for migration round trips (a test helper).
+
+``schema(conn)`` describes every table, column (in order), index, constraint,
+trigger, view, comment and grant as the database itself prints them;
+``rows(conn)`` every row of every table, each value as text. A downgrade is
+correct when both equal what they were before the upgrade. ``relations``
+gives, per foreign key, the multiset of (child row's other columns, parent
+row's other columns) joined through it: it must survive the upgrade too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from sqla_ids.migration.dialects import for_dialect
+from sqla_ids.migration.state import STATE_TABLE
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "0x" + bytes(value).hex()
+    return repr(value)
+
+
+def tables(conn: Connection) -> list[str]:
+    """User tables (not sqla_ids' own: the state table and mapping tables)."""
+    names = sa.inspect(conn).get_table_names()
+    return sorted(n for n in names if n != STATE_TABLE and not n.endswith("_uuid7_map"))
+
+
+def rows(conn: Connection, only: list[str] | None = None) -> dict[str, list[tuple[str, ...]]]:
+    """Every row of every table, values as text, sorted."""
+    result = {}
+    q = conn.dialect.identifier_preparer.quote
+    for t in only or tables(conn):
+        data = conn.exec_driver_sql(f"SELECT * FROM {q(t)}").all()
+        result[t] = sorted(tuple(_text(v) for v in row) for row in data)
+    return result
+
+
+def _pg_schema(conn: Connection) -> list[str]:
+    queries = {
+        "column": "SELECT c.relname, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod),"
+        " a.attnotnull, a.attidentity, pg_get_expr(d.adbin, d.adrelid),"
+        " col_description(c.oid, a.attnum), a.attacl::text"
+        " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+        " LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
+        " WHERE c.relnamespace = current_schema()::regnamespace AND a.attnum > 0"
+        " AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm')",
+        "index": "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()",
+        "constraint": "SELECT c.relname, k.conname, pg_get_constraintdef(k.oid)"
+        " FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid"
+        " WHERE c.relnamespace = current_schema()::regnamespace",
+        "trigger": "SELECT pg_get_triggerdef(g.oid), g.tgenabled FROM pg_trigger g"
+        " JOIN pg_class c ON c.oid = g.tgrelid"
+        " WHERE c.relnamespace = current_schema()::regnamespace AND NOT g.tgisinternal",
+        "relation": "SELECT relname, relkind, relacl::text, obj_description(oid, 'pg_class')"
+        " FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+        " AND relkind IN ('r', 'p', 'v', 'm', 'S')",
+        "view": "SELECT viewname, definition FROM pg_views WHERE schemaname = current_schema()",
+        "rule": "SELECT tablename, rulename, definition FROM pg_rules"
+        " WHERE schemaname = current_schema()",
+        "sequence": "SELECT sequencename, data_type::text, start_value, increment_by,"
+        " last_value FROM pg_sequences WHERE schemaname = current_schema()",
+    }
+    out = []
+    for kind, sql in queries.items():
+        for row in conn.exec_driver_sql(sql).all():
+            out.append(f"{kind}: {tuple(_text(v) for v in row)}")
+    return out
+
+
+def _mariadb_schema(conn: Connection) -> list[str]:
+    q = conn.dialect.identifier_preparer.quote
+    out = []
+    for t in tables(conn):
+        create = str(conn.exec_driver_sql(f"SHOW CREATE TABLE {q(t)}").one()[1])
+        lines = [ln.strip().rstrip(",") for ln in create.split("\n")]
+        # Columns in order; keys as a set (recreated keys are listed last).
+        columns = [ln for ln in lines if ln.startswith("`")]
+        keys = sorted(ln for ln in lines[1:-1] if not ln.startswith("`"))
+        out += [f"table {t}: {lines[-1]}", *(f"{t} column: {c}" for c in columns)]
+        out += [f"{t} key: {k}" for k in keys]
+    for sql in (
+        "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, ACTION_TIMING, EVENT_MANIPULATION,"
+        " ACTION_STATEMENT FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
+        "SELECT TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS"
+        " WHERE TABLE_SCHEMA = DATABASE()",
+        "SELECT ROUTINE_NAME, ROUTINE_TYPE, ROUTINE_DEFINITION FROM information_schema.ROUTINES"
+        " WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME NOT LIKE 'sqla\\_ids\\_%'",
+    ):
+        out += [f"object: {tuple(_text(v) for v in row)}" for row in conn.execute(sa.text(sql))]
+    return out
+
+
+def _sqlite_schema(conn: Connection) -> list[str]:
+    data = conn.exec_driver_sql(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master"
+        " WHERE name NOT LIKE 'sqlite_%' AND name NOT LIKE '%\\_uuid7\\_map' ESCAPE '\\'"
+        " AND name <> ?",
+        (STATE_TABLE,),
+    ).all()
+    seq = []
+    if conn.exec_driver_sql(
+        "SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_sequence'"
+    ).scalar():
+        seq = conn.exec_driver_sql("SELECT name, seq FROM sqlite_sequence").all()
+    return [f"{tuple(_text(v) for v in r)}" for r in data] + [f"seq {tuple(r)}" for r in seq]
+
+
+def schema(conn: Connection) -> list[str]:
+    """Every schema object of the current schema/database, as sorted text lines."""
+    name = conn.dialect.name
+    if name == "postgresql":
+        lines = _pg_schema(conn)
+    elif name in ("mysql", "mariadb"):
+        lines = _mariadb_schema(conn)
+    else:
+        lines = _sqlite_schema(conn)
+    return sorted(line for line in lines if "_uuid7_map" not in line and STATE_TABLE not in line)
+
+
+def relations(conn: Connection) -> dict[str, Counter[tuple[str, ...]]]:
+    """Per foreign key: the multiset of (child's other columns + parent's other
+    columns) of every joined pair, keys themselves left out (they change)."""
+    inspector = sa.inspect(conn)
+    dialect = for_dialect(conn.dialect.name)  # reads names with backticks right
+    q = conn.dialect.identifier_preparer.quote
+    result: dict[str, Counter[tuple[str, ...]]] = {}
+    for n, fk in enumerate(dialect.foreign_keys(conn, inspector)):
+        t = fk["table"]
+        if t not in tables(conn):
+            continue
+        if True:
+            parent = fk["referred_table"]
+            keys_c = set(fk["constrained_columns"])
+            keys_p = set(fk["referred_columns"])
+            cols_c = [
+                c["name"]
+                for c in dialect.columns(conn, inspector, t).values()
+                if c["name"] not in keys_c and not _key_like(c)
+            ]
+            cols_p = [
+                c["name"]
+                for c in dialect.columns(conn, inspector, parent).values()
+                if c["name"] not in keys_p and not _key_like(c)
+            ]
+            on = " AND ".join(
+                f"c.{q(a)} = p.{q(b)}"
+                for a, b in zip(fk["constrained_columns"], fk["referred_columns"], strict=True)
+            )
+            select = ", ".join([f"c.{q(c)}" for c in cols_c] + [f"p.{q(c)}" for c in cols_p])
+            data = conn.exec_driver_sql(
+                f"SELECT {select or '1'} FROM {q(t)} c JOIN {q(parent)} p ON {on}"
+            ).all()
+            result[f"{t}.{fk.get('name') or n}->{parent}"] = Counter(
+                tuple(_text(v) for v in row) for row in data
+            )
+    return result
+
+
+def _key_like(column: dict[str, Any]) -> bool:
+    """Columns whose values the migration changes or adds (ids, old keys, FKs to
+    migrated keys): left out of the relation fingerprint."""
+    name = str(column["name"]).lower()
+    return name.endswith(("id", "_old")) or "uuid" in str(column["type"]).lower()
