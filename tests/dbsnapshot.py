@@ -131,35 +131,40 @@ def relations(conn: Connection) -> dict[str, Counter[tuple[str, ...]]]:
     dialect = for_dialect(conn.dialect.name)  # reads names with backticks right
     q = conn.dialect.identifier_preparer.quote
     result: dict[str, Counter[tuple[str, ...]]] = {}
-    for n, fk in enumerate(dialect.foreign_keys(conn, inspector)):
+    fks = dialect.foreign_keys(conn, inspector)
+    # Key columns (primary keys, every FK column, old keys) change: left out.
+    keyish: dict[str, set[str]] = {}
+    for fk in fks:
+        keyish.setdefault(fk["table"], set()).update(fk["constrained_columns"])
+        keyish.setdefault(fk["referred_table"], set()).update(fk["referred_columns"])
+    for fk in fks:
         t = fk["table"]
         if t not in tables(conn):
             continue
-        if True:
-            parent = fk["referred_table"]
-            keys_c = set(fk["constrained_columns"])
-            keys_p = set(fk["referred_columns"])
-            cols_c = [
-                c["name"]
-                for c in dialect.columns(conn, inspector, t).values()
-                if c["name"] not in keys_c and not _key_like(c)
-            ]
-            cols_p = [
-                c["name"]
-                for c in dialect.columns(conn, inspector, parent).values()
-                if c["name"] not in keys_p and not _key_like(c)
-            ]
-            on = " AND ".join(
-                f"c.{q(a)} = p.{q(b)}"
-                for a, b in zip(fk["constrained_columns"], fk["referred_columns"], strict=True)
-            )
-            select = ", ".join([f"c.{q(c)}" for c in cols_c] + [f"p.{q(c)}" for c in cols_p])
-            data = conn.exec_driver_sql(
-                f"SELECT {select or '1'} FROM {q(t)} c JOIN {q(parent)} p ON {on}"
-            ).all()
-            result[f"{t}.{fk.get('name') or n}->{parent}"] = Counter(
-                tuple(_text(v) for v in row) for row in data
-            )
+        parent = fk["referred_table"]
+        keys_c = set(fk["constrained_columns"])
+        keys_p = set(fk["referred_columns"])
+        cols_c = [
+            c["name"]
+            for c in dialect.columns(conn, inspector, t).values()
+            if c["name"] not in keys_c | keyish.get(t, set()) and not _key_like(c)
+        ]
+        cols_p = [
+            c["name"]
+            for c in dialect.columns(conn, inspector, parent).values()
+            if c["name"] not in keys_p | keyish.get(parent, set()) and not _key_like(c)
+        ]
+        on = " AND ".join(
+            f"c.{q(a)} = p.{q(b)}"
+            for a, b in zip(fk["constrained_columns"], fk["referred_columns"], strict=True)
+        )
+        select = ", ".join([f"c.{q(c)}" for c in cols_c] + [f"p.{q(c)}" for c in cols_p])
+        data = conn.exec_driver_sql(
+            f"SELECT {select or '1'} FROM {q(t)} c JOIN {q(parent)} p ON {on}"
+        ).all()
+        result[f"{t}({', '.join(fk['constrained_columns'])})->{parent}"] = Counter(
+            tuple(_text(v) for v in row) for row in data
+        )
     return result
 
 
