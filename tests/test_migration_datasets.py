@@ -20,13 +20,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import datasets
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
-
-import datasets
 from conftest import _base_url, _engine, _mariadb_scratch, _postgresql_scratch
 from dbsnapshot import relations, rows, schema
+from sqlalchemy.engine import Engine
+
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
 

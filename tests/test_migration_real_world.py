@@ -12,9 +12,9 @@ import secrets
 
 import pytest
 import sqlalchemy as sa
+from dbsnapshot import relations, rows, schema
 from sqlalchemy.engine import Connection, Engine
 
-from dbsnapshot import relations, rows, schema
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import (
     PkMigrationOptions,

@@ -397,7 +397,7 @@ def find_dependents(
 def _index_line(lines: list[str], name: str) -> str:
     """The ``SHOW CREATE TABLE`` line of index ``name``."""
     if name == "PRIMARY":
-        wanted = ("PRIMARY KEY ",)
+        wanted: tuple[str, ...] = ("PRIMARY KEY ",)
     else:
         quoted = "`" + name.replace("`", "``") + "` "
         wanted = tuple(f"{kind}KEY {quoted}" for kind in ("", "UNIQUE ", "FULLTEXT ", "SPATIAL "))

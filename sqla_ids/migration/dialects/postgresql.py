@@ -632,9 +632,7 @@ class AlterType(strategies.Strategy):
         with self.quiet(connection, plan):
             self._without_dependents(connection, plan, work)
 
-    def _without_dependents(
-        self, connection: Connection, plan: PkMigrationPlan, work: Any
-    ) -> None:
+    def _without_dependents(self, connection: Connection, plan: PkMigrationPlan, work: Any) -> None:
         q = connection.dialect.identifier_preparer.quote
         strategies.drop_views(connection, plan)
         for ref in plan.references:
