@@ -126,3 +126,60 @@ def test_autogenerate_rewrites_key_change_into_the_operation(
     assert "alter_column" not in code
     assert f"op.restore_pk_from_uuid7('{p}orders')" in down
     assert "alter_column" not in down
+
+
+def test_autogenerate_leaves_old_keys_and_mapping_alone(
+    engine: Engine, metadata: sa.MetaData, project: Config, tmp_path: Path
+) -> None:
+    """After a migration, autogenerate proposes neither dropping the old-key column nor
+    the mapping table -- custom names included (read from the state table)."""
+    p = f"g{secrets.token_hex(2)}_"
+    _tables(metadata, p, sa.Integer())
+    metadata.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(metadata.tables[f"{p}orders"].insert(), [{"id": i} for i in range(1, 6)])
+    from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7
+
+    with engine.connect() as conn:
+        migrate_pk_to_uuid7(
+            conn, f"{p}orders", old_column=f"{p}legacy", mapping_table=f"{p}keys_backup"
+        )
+        conn.commit()
+    try:
+        models = f"models_{p}"
+        (tmp_path / f"{models}.py").write_text(
+            textwrap.dedent(
+                f"""
+                import sqlalchemy as sa
+                from sqla_ids.types.uuid7 import UUIDv7
+
+                metadata = sa.MetaData()
+                orders = sa.Table(
+                    "{p}orders", metadata,
+                    sa.Column("id", UUIDv7(), primary_key=True),
+                    sa.Column("created_at", sa.DateTime(timezone=True)),
+                )
+                sa.Table(
+                    "{p}items", metadata,
+                    sa.Column("id", sa.Integer, primary_key=True),
+                    sa.Column("order_id", UUIDv7(), sa.ForeignKey(orders.c.id), nullable=False),
+                )
+                """
+            )
+        )
+        env = tmp_path / "migrations" / "env.py"
+        env.write_text(
+            env.read_text().replace(
+                "target_metadata = None",
+                f"import sys\nsys.path.insert(0, {str(tmp_path)!r})\n"
+                f"from {models} import metadata as target_metadata",
+            )
+        )
+        command.revision(project, message="check", autogenerate=True, rev_id="0009")
+        script = next((tmp_path / "migrations" / "versions").glob("0009_*.py")).read_text()
+        assert f"{p}legacy" not in script
+        assert f"{p}keys_backup" not in script
+    finally:
+        with engine.connect() as conn:
+            restore_pk_from_uuid7(conn, f"{p}orders")
+            conn.commit()

@@ -59,7 +59,7 @@ def _autogenerate_connection() -> Any:
 
     try:
         return context.get_context().connection
-    except NameError:  # not inside env.py: Alembic's proxy is not established
+    except (NameError, AttributeError):  # not inside env.py: no Alembic proxy
         return None
 
 
@@ -74,7 +74,7 @@ def include_object(
         if is_sqla_ids_table(name):
             return False
         return name not in recorded_objects(_autogenerate_connection())[0]
-    if type_ == "column":
+    if type_ == "column" and obj is not None:
         if str(obj.comment or "").startswith(_COMMENT_PREFIX):
             return False
         table = obj.table.name
