@@ -21,6 +21,7 @@ table in key-range batches and checking the result.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ class Fill:
     keep: tuple[str, ...] = field(default=())
 
 
-class Strategy:
+class Strategy(ABC):
     """How the converted values replace the old ones (see the module docstring).
 
     ``transactional``: the whole run happens in one transaction, so a failure
@@ -61,8 +62,9 @@ class Strategy:
 
     transactional: bool = True
 
-    def prepare(self, connection: Connection) -> None:
-        """Check or set connection-level settings before the transaction begins."""
+    def prepare(self, connection: Connection) -> None:  # noqa: B027 - optional hook
+        """Check or set connection-level settings before the transaction begins
+        (nothing by default)."""
 
     @contextmanager
     def quiet(self, connection: Connection, plan: PkMigrationPlan) -> Iterator[None]:
@@ -70,13 +72,13 @@ class Strategy:
         database allows it (PostgreSQL); elsewhere as it is."""
         yield
 
+    @abstractmethod
     def upgrade(self, connection: Connection, plan: PkMigrationPlan, step: str) -> None:
         """Replace the old key values by the mapped UUIDs in every affected column."""
-        raise NotImplementedError
 
+    @abstractmethod
     def downgrade(self, connection: Connection, plan: PkMigrationPlan, step: str) -> None:
         """Put the old key values back in every affected column."""
-        raise NotImplementedError
 
 
 def count(connection: Connection, table: str | sa.TableClause, *where: Any) -> int:
