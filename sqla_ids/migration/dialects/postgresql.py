@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.migration import analysis, strategies
+from sqla_ids.migration.dialects import _reflected
 from sqla_ids.migration.plan import (
     OLD_COLUMN_COMMENT,
     Blockers,
@@ -81,17 +82,9 @@ def _params(connection: Connection, table: str, cols: set[str] | None = None) ->
     return params
 
 
-def primary_key(
-    connection: Connection, inspector: sa.Inspector, table: str
-) -> tuple[str | None, list[str]]:
-    """The primary key's name and columns."""
-    pk = inspector.get_pk_constraint(table)
-    return pk.get("name"), list(pk.get("constrained_columns") or [])
-
-
-def columns(connection: Connection, inspector: sa.Inspector, table: str) -> dict[str, Any]:
-    """The table's columns by name (SQLAlchemy's reflection)."""
-    return {c["name"]: c for c in inspector.get_columns(table)}
+#: Read through SQLAlchemy's inspector (see :mod:`._reflected`).
+primary_key = _reflected.primary_key
+columns = _reflected.columns
 
 
 def foreign_keys(connection: Connection, inspector: sa.Inspector) -> list[dict[str, Any]]:

@@ -59,17 +59,9 @@ def check_foreign_keys_off(connection: Connection) -> None:
     connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
 
 
-def primary_key(
-    connection: Connection, inspector: sa.Inspector, table: str
-) -> tuple[str | None, list[str]]:
-    """The primary key's name (if declared) and columns."""
-    pk = inspector.get_pk_constraint(table)
-    return pk.get("name"), list(pk.get("constrained_columns") or [])
-
-
-def columns(connection: Connection, inspector: sa.Inspector, table: str) -> dict[str, Any]:
-    """The table's columns by name (SQLAlchemy's reflection)."""
-    return {c["name"]: c for c in inspector.get_columns(table)}
+#: Read through SQLAlchemy's inspector (see :mod:`._reflected`).
+primary_key = _reflected.primary_key
+columns = _reflected.columns
 
 
 def foreign_keys(connection: Connection, inspector: sa.Inspector) -> list[dict[str, Any]]:
