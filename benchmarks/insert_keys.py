@@ -26,8 +26,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from sqla_ids.dialects import for_dialect
 from sqla_ids.tools.insert_benchmark import (
-    bench_dialect,
     concurrent_table,
     insert_table,
     rate_table,
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if dialect not in DEFAULT_URLS:
             parser.error(f"unknown dialect {dialect!r} (choose from {', '.join(DEFAULT_URLS)})")
         with scratch_area(getattr(args, f"{dialect}_url")) as scratch:
-            usable = bench_dialect(scratch.engine.dialect.name).BENCH_METHODS
+            usable = for_dialect(scratch.engine.dialect).bench().methods
             chosen = [m for m in methods if m in usable]
             print_table(*insert_table(dialect, scratch, rows, chosen, max(1, args.repeat)))
             # Leaf density needs pgstatindex: these two tables are PostgreSQL's.

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.migration.dialects import for_dialect
+from sqla_ids.dialects import for_dialect
 from sqla_ids.migration.state import STATE_TABLE
 
 
@@ -128,7 +128,7 @@ def relations(conn: Connection) -> dict[str, Counter[tuple[str, ...]]]:
     """Per foreign key: the multiset of (child's other columns + parent's other
     columns) of every joined pair, keys themselves left out (they change)."""
     inspector = sa.inspect(conn)
-    dialect = for_dialect(conn.dialect.name)  # reads names with backticks right
+    dialect = for_dialect(conn.dialect).migration()  # reads names with backticks right
     q = conn.dialect.identifier_preparer.quote
     result: dict[str, Counter[tuple[str, ...]]] = {}
     fks = dialect.foreign_keys(conn, inspector)

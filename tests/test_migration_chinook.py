@@ -21,6 +21,8 @@ from sqlalchemy.engine import URL, Engine
 
 from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7
 
+pytestmark = pytest.mark.slow
+
 CHINOOK = Path(__file__).resolve().parent / "data" / "chinook"  # vendored, MIT (LICENSE.md)
 FILES = {
     "sqlite": "Chinook_Sqlite_AutoIncrementPKs.sql",

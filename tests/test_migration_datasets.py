@@ -30,6 +30,8 @@ from sqlalchemy.engine import Engine
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
 
+pytestmark = pytest.mark.slow
+
 CASES = [(d, db) for d in ("chinook", "sakila") for db in ("sqlite", "postgresql", "mariadb")]
 
 

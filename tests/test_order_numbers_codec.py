@@ -64,6 +64,7 @@ def test_lengths_follow_the_spec(codec: OrderNumberCodec) -> None:
     assert (codec.layout.min_length, codec.layout.max_length) == (11, 26)
 
 
+@pytest.mark.slow
 def test_round_trip_1_to_1_000_000(codec: OrderNumberCodec) -> None:
     skipped = set(codec.skipped_values())
     values = [n for n in range(1, 1_000_001) if n not in skipped]

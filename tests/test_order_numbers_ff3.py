@@ -57,6 +57,7 @@ def test_acvp_vectors_single_and_batch(
     assert engine.decrypt_many([ciphertext]) == [plaintext]
 
 
+@pytest.mark.slow
 def test_batch_and_single_equal_ff3_on_100k_random_values() -> None:
     rng = random.Random(20261122)
     texts = [str(rng.randrange(10 ** rng.randrange(1, 20))).zfill(8) for _ in range(100_000)]

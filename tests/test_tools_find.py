@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from sqla_ids.cli import main
 from sqla_ids.dialects import UnsupportedDialectError
 from sqla_ids.identifiers import UUIDFormatError, to_base32, uuid7, uuid7_batch
-from sqla_ids.tools.dialects import tools_dialect
+from sqla_ids.dialects import for_dialect
 from sqla_ids.tools.find import ABSENT, FOUND, SKIPPED, find_uuid, format_report
 
 TARGET = uuid7()
@@ -211,8 +211,8 @@ SLOW_QUERY = {
 
 
 def test_server_side_time_limit_cancels_a_statement(engine: Engine) -> None:
-    sql = tools_dialect(engine.dialect.name)
     with engine.connect() as conn, conn.begin():
+        sql = for_dialect(conn.dialect).scanning()
         with pytest.raises(sa.exc.DBAPIError) as caught, sql.time_limit(conn, 0.2):
             conn.exec_driver_sql(SLOW_QUERY[_dialect_key(engine)]).all()
         assert sql.is_timeout(caught.value)
@@ -227,10 +227,10 @@ def test_bad_input_is_rejected_before_connecting() -> None:
 
 
 def test_unsupported_dialect_is_named() -> None:
-    with pytest.raises(UnsupportedDialectError, match="mssql"):
-        tools_dialect("mssql")
+    with pytest.raises(UnsupportedDialectError, match="searching for UUIDs .* SQL Server"):
+        for_dialect("mssql").scanning()
     with pytest.raises(UnsupportedDialectError, match="oracle"):
-        tools_dialect("oracle")
+        for_dialect("oracle").scanning()
 
 
 def test_unknown_table_is_an_error(sqlite_engine: Engine) -> None:

@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sqlalchemy.engine import URL
+
+pytestmark = pytest.mark.slow
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "insert_keys.py"
 

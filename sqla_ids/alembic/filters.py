@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqla_ids.dialects.sqlite import ORDER_NUMBER_COUNTERS
+from sqla_ids.dialects.sqlite import SQLite
 from sqla_ids.migration import state
 from sqla_ids.migration.merge import HISTORY_SUFFIX
 from sqla_ids.migration.plan import DEFAULT_OLD_SUFFIX, MAPPING_SUFFIX, OLD_COLUMN_COMMENT
 from sqla_ids.migration.state import STATE_TABLE
 
-INTERNAL_TABLES = frozenset({ORDER_NUMBER_COUNTERS, STATE_TABLE})
+INTERNAL_TABLES = frozenset({SQLite.ORDER_NUMBER_COUNTERS, STATE_TABLE})
 BACKUP_SUFFIXES = (MAPPING_SUFFIX, HISTORY_SUFFIX)
 _COMMENT_PREFIX = OLD_COLUMN_COMMENT.split("{", 1)[0]
 

@@ -26,7 +26,7 @@ from alembic.operations import MigrateOperation, Operations
 
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7
-from sqla_ids.migration.dialects import for_dialect
+from sqla_ids.dialects import for_dialect
 from sqla_ids.migration.options import PkMigrationOptions, build_options
 from sqla_ids.migration.runner import migrate_pks_to_uuid7
 
@@ -170,7 +170,7 @@ def _run(operations: Operations, work: Any) -> Any:
     """Run ``work(connection)`` in the transaction mode the dialect needs."""
     context = operations.get_context()
     connection = operations.get_bind()
-    if for_dialect(connection.dialect.name).STRATEGY.transactional:
+    if for_dialect(connection.dialect).migration().strategy.transactional:
         return work(connection)
     with context.autocommit_block():
         return work(context.connection)

@@ -128,7 +128,7 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
     type_ = operation.type_
     sequence = type_.sequence
     assert sequence is not None  # checked by the operation
-    dialect = for_dialect(connection.dialect.name)
+    dialect = for_dialect(connection.dialect)
     table = sa.table(
         operation.table_name,
         sa.column(operation.key_column),
@@ -174,7 +174,7 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
         unique=True,
         schema=operation.schema,
     )
-    if dialect.ALTER_TABLE_ADD_CHECK:
+    if dialect.alter_table_add_check:
         quoted = connection.dialect.identifier_preparer.quote(operation.column_name)
         condition = dialect.order_number_format_check(quoted, type_.order_numbers.layout)
         operations.create_check_constraint(
@@ -191,7 +191,7 @@ def drop_order_number_column(operations: Operations, operation: DropOrderNumberC
     checks = {
         c["name"] for c in inspector.get_check_constraints(operation.table_name, operation.schema)
     }
-    if check_name in checks and for_dialect(connection.dialect.name).ALTER_TABLE_ADD_CHECK:
+    if check_name in checks and for_dialect(connection.dialect).alter_table_add_check:
         operations.drop_constraint(
             check_name, operation.table_name, type_="check", schema=operation.schema
         )
@@ -199,6 +199,6 @@ def drop_order_number_column(operations: Operations, operation: DropOrderNumberC
     operations.drop_column(operation.table_name, operation.column_name, schema=operation.schema)
     sequence = operation.type_.sequence
     assert sequence is not None
-    for_dialect(connection.dialect.name).order_number_drop_sequence(
+    for_dialect(connection.dialect).order_number_drop_sequence(
         connection, sequence, operation.schema
     )

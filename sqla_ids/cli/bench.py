@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the benchmark in a scratch area and print the table or JSON."""
     import sqlalchemy as sa
 
-    from sqla_ids.tools.insert_benchmark import bench_dialect
+    from sqla_ids.dialects import for_dialect
     from sqla_ids.tools.layout_benchmark import check_options, run_layout_benchmark
 
     rates = _integers("--rates", args.rates)
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         check_options(args.rows, rates, args.writers, layouts)
         url = sa.make_url(args.url)
-        bench_dialect(url.get_backend_name())  # unsupported dialect: before connecting
+        for_dialect(url.get_backend_name()).bench()  # unsupported database: before connecting
     except sa.exc.ArgumentError as error:
         raise CommandError(f"--url {args.url!r} is not a usable database URL: {error}") from None
     except (ValueError, SqlaIdsError) as error:

@@ -44,7 +44,7 @@ def start_fresh(engine: Engine, out: Print) -> None:
         metadata = sa.MetaData()
         metadata.reflect(conn, only=found)
         metadata.drop_all(conn)
-        for_dialect(conn.dialect.name).order_number_drop_sequence(conn, SEQUENCE, None)
+        for_dialect(conn.dialect).order_number_drop_sequence(conn, SEQUENCE, None)
         if sa.inspect(conn).has_table(migration_state.STATE_TABLE):
             # The migration records what it did per table (for downgrade); the
             # tables are gone, so are their records.

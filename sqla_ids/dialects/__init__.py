@@ -1,39 +1,33 @@
-"""Per-dialect pieces: one module per database family.
+"""Per-database support: one :class:`Database` object per database family.
 
-Everything that differs between PostgreSQL, MariaDB/MySQL, SQLite and SQL
-Server lives in that dialect's module (``postgresql.py``, ``mysql.py``,
-``sqlite.py``, ``mssql.py``); features look the module up here instead of
-branching on ``dialect.name`` themselves.
+``for_dialect(connection.dialect)`` gives the object for a SQLAlchemy
+dialect: :class:`~sqla_ids.dialects.postgresql.PostgreSQL`,
+:class:`~sqla_ids.dialects.mysql.MySQL`,
+:class:`~sqla_ids.dialects.mysql.MariaDB` (a subclass of ``MySQL``),
+:class:`~sqla_ids.dialects.sqlite.SQLite` or
+:class:`~sqla_ids.dialects.mssql.SQLServer`. Features ask it instead of
+branching on ``dialect.name``; what a database lacks raises
+:class:`UnsupportedDialectError` naming the database and the feature.
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
+from sqla_ids.dialects.base import Database, UnsupportedDialectError, for_dialect, registered
 
-from sqla_ids.errors import SqlaIdsError
+# Importing the subpackages registers their classes (``Database.names``).
+from sqla_ids.dialects.mssql import SQLServer
+from sqla_ids.dialects.mysql import MariaDB, MySQL
+from sqla_ids.dialects.postgresql import PostgreSQL
+from sqla_ids.dialects.sqlite import SQLite
 
-# SQLAlchemy dialect name -> module holding our pieces for it.
-_MODULES = {
-    "postgresql": "postgresql",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-    "sqlite": "sqlite",
-    "mssql": "mssql",
-}
-
-
-class UnsupportedDialectError(SqlaIdsError, NotImplementedError):
-    """The database dialect has no support module in sqla_ids."""
-
-
-def for_dialect(name: str) -> ModuleType:
-    """Return the module with sqla_ids' pieces for the SQLAlchemy dialect ``name``."""
-    try:
-        module = _MODULES[name]
-    except KeyError:
-        supported = ", ".join(sorted(_MODULES))
-        raise UnsupportedDialectError(
-            f"dialect {name!r} is not supported by sqla_ids (supported: {supported})"
-        ) from None
-    return importlib.import_module(f"{__name__}.{module}")
+__all__ = [
+    "Database",
+    "MariaDB",
+    "MySQL",
+    "PostgreSQL",
+    "SQLServer",
+    "SQLite",
+    "UnsupportedDialectError",
+    "for_dialect",
+    "registered",
+]

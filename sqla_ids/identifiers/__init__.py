@@ -1,6 +1,16 @@
 """Pure identifier algorithms: UUIDv7, COMB GUIDs, UUID192, encodings.
 
 Nothing in this package imports SQLAlchemy; the column types build on it.
+
+>>> from sqla_ids.identifiers import parse_uuid, to_base32, uuid7, uuid7_batch, uuid7_timestamp_ms
+>>> key = uuid7()
+>>> key.version, len(to_base32(key)), parse_uuid(to_base32(key)) == key
+(7, 26, True)
+>>> keys = uuid7_batch(100)
+>>> keys == sorted(keys) and key < keys[0]
+True
+>>> uuid7_timestamp_ms(keys[-1]) >= uuid7_timestamp_ms(key)
+True
 """
 
 from sqla_ids.identifiers.clock import Clock, MonotonicClock, system_clock

@@ -10,7 +10,11 @@ Clock = Callable[[], int]
 
 
 def system_clock() -> int:
-    """Wall-clock Unix milliseconds (``time.time_ns``); may step backwards on NTP changes."""
+    """Wall-clock Unix milliseconds (``time.time_ns``); may step backwards on NTP changes.
+
+    >>> system_clock() > 1_704_067_200_000  # after 2024-01-01
+    True
+    """
     return time.time_ns() // 1_000_000
 
 
@@ -19,6 +23,22 @@ class MonotonicClock:
 
     Immune to NTP steps and manual clock changes while the process runs, at
     the price of not following a deliberate correction of the system clock.
+
+    >>> clock = MonotonicClock()
+    >>> first = clock()
+    >>> clock() >= first  # never goes back
+    True
+    >>> abs(clock() - system_clock()) < 60_000
+    True
+
+    Any zero-argument callable returning milliseconds is a clock, for
+    example a fixed one in tests:
+
+    >>> from sqla_ids.identifiers.generator import UUIDv7Generator
+    >>> from sqla_ids.identifiers.inspection import uuid7_timestamp_ms
+    >>> frozen = UUIDv7Generator(clock=lambda: 1704067200000)
+    >>> uuid7_timestamp_ms(frozen())
+    1704067200000
     """
 
     __slots__ = ("_origin_ns",)

@@ -51,7 +51,14 @@ _V4_BITS = (0x4 << 76) | (0b10 << 62)
 
 
 def comb_guid(layout: CombLayout, *, timestamp_ms: int | None = None) -> UUID:
-    """Return a COMB GUID with the current (or given) millisecond timestamp."""
+    """Return a COMB GUID with the current (or given) millisecond timestamp.
+
+    >>> guid = comb_guid(SequentialAsString, timestamp_ms=1704067200000)
+    >>> guid.version, str(guid)[:13]
+    (4, '018cc251-f400')
+    >>> str(comb_guid(SequentialAtEnd, timestamp_ms=1704067200000))[-12:]
+    '018cc251f400'
+    """
     ms = time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
     if not 0 <= ms < 1 << 48:
         raise ValueError(f"timestamp {ms} ms does not fit 48 bits")
@@ -66,7 +73,15 @@ def comb_guid(layout: CombLayout, *, timestamp_ms: int | None = None) -> UUID:
 
 
 def comb_timestamp_ms(uuid: UUID, layout: CombLayout) -> int:
-    """Return the millisecond timestamp stored in a COMB GUID."""
+    """Return the millisecond timestamp stored in a COMB GUID.
+
+    >>> for layout in CombLayout:
+    ...     guid = comb_guid(layout, timestamp_ms=1704067200000)
+    ...     print(layout.value, comb_timestamp_ms(guid, layout))
+    SequentialAsString 1704067200000
+    SequentialAsBinary 1704067200000
+    SequentialAtEnd 1704067200000
+    """
     if layout is CombLayout.SEQUENTIAL_AT_END:
         return int.from_bytes(uuid.bytes[10:], "big")
     raw = uuid.bytes_le if layout is CombLayout.SEQUENTIAL_AS_BINARY else uuid.bytes
@@ -74,7 +89,13 @@ def comb_timestamp_ms(uuid: UUID, layout: CombLayout) -> int:
 
 
 def sqlserver_sort_key(uuid: UUID) -> bytes:
-    """Bytes that compare like SQL Server compares ``uniqueidentifier`` values."""
+    """Bytes that compare like SQL Server compares ``uniqueidentifier`` values.
+
+    SQL Server looks at the last six bytes first:
+
+    >>> sqlserver_sort_key(UUID("00000000-0000-0000-0000-0000000000ff")).hex()
+    '0000000000ff00000000000000000000'
+    """
     raw = uuid.bytes
     return bytes(raw[i] for i in SQLSERVER_BYTE_PRIORITY)
 
@@ -85,13 +106,24 @@ def to_sqlserver_order(uuid: UUID) -> UUID:
     Storing ``to_sqlserver_order(u)`` in a ``uniqueidentifier`` column makes
     SQL Server's index order equal to the order of the original UUIDv7s;
     :func:`from_sqlserver_order` gives the original back.
+
+    >>> key = UUID("01890a5d-ac96-774b-bcce-b302099a8057")
+    >>> stored = to_sqlserver_order(key)
+    >>> stored
+    UUID('57809a09-02b3-cebc-774b-01890a5dac96')
+    >>> sqlserver_sort_key(stored) == key.bytes
+    True
     """
     raw = uuid.bytes
     return make_uuid(int.from_bytes(bytes(raw[i] for i in _FROM_SORT_KEY), "big"))
 
 
 def from_sqlserver_order(uuid: UUID) -> UUID:
-    """Inverse of :func:`to_sqlserver_order`."""
+    """Inverse of :func:`to_sqlserver_order`.
+
+    >>> from_sqlserver_order(UUID("57809a09-02b3-cebc-774b-01890a5dac96"))
+    UUID('01890a5d-ac96-774b-bcce-b302099a8057')
+    """
     return make_uuid(int.from_bytes(sqlserver_sort_key(uuid), "big"))
 
 
@@ -103,6 +135,13 @@ class SqlServerOrderedGenerator:
     (SQL Server's comparison), so inserts stay append-only in its indexes.
     The stored values are not version-7 UUIDs themselves; read the original
     back with :func:`from_sqlserver_order`.
+
+    >>> generator = SqlServerOrderedGenerator()
+    >>> stored = generator.batch(3)
+    >>> sorted(stored, key=sqlserver_sort_key) == stored
+    True
+    >>> [from_sqlserver_order(value).version for value in stored]
+    [7, 7, 7]
     """
 
     __slots__ = ("_generator",)

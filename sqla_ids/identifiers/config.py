@@ -38,7 +38,15 @@ class ConfigError(ValueError):
 
 
 def load_config_document(source: Mapping[str, Any] | str | Path | None = None) -> dict[str, Any]:
-    """Return the configuration document from a dict, JSON text, a path or ``$SQLA_IDS_CONFIG``."""
+    """Return the configuration document from a dict, JSON text, a path or ``$SQLA_IDS_CONFIG``.
+
+    >>> load_config_document('{"generators": {"default": {}}}')
+    {'generators': {'default': {}}}
+    >>> load_config_document('{"generators": ')
+    Traceback (most recent call last):
+    ...
+    sqla_ids.identifiers.config.ConfigError: JSON text is not valid JSON: Expecting value: ...
+    """
     if source is None:
         env_path = os.environ.get(CONFIG_ENV_VAR)
         if not env_path:
@@ -89,7 +97,23 @@ def _layout_from(name: str, settings: Mapping[str, Any]) -> Layout:
 def generator_from_config(
     name: str = "default", source: Mapping[str, Any] | str | Path | None = None
 ) -> UUIDv7Generator:
-    """Build the generator called ``name`` in a configuration document."""
+    """Build the generator called ``name`` in a configuration document.
+
+    >>> document = {
+    ...     "generators": {
+    ...         "orders": {"layout": "cpython314", "shift_ms": -86_400_000, "clock": "monotonic"}
+    ...     }
+    ... }
+    >>> generator = generator_from_config("orders", document)
+    >>> generator.layout
+    Layout(counter_bits=42, guard_bits=1)
+    >>> generator().version
+    7
+    >>> generator_from_config("billing", document)
+    Traceback (most recent call last):
+    ...
+    sqla_ids.identifiers.config.ConfigError: no generator named 'billing' ... (known: orders)
+    """
     document = load_config_document(source)
     generators = document.get("generators")
     if not isinstance(generators, dict):

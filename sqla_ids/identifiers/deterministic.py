@@ -41,6 +41,18 @@ def uuid7_from_timestamp(
     The random bits come from the CSPRNG, or -- when ``seed`` is given --
     are derived from the seed, the timestamp and the counter, so the same
     arguments always give the same UUID (reproducible migrations and tests).
+
+    >>> from datetime import UTC, datetime
+    >>> new_year = datetime(2024, 1, 1, tzinfo=UTC)
+    >>> uuid7_from_timestamp(new_year, seed="sample-seed")
+    UUID('018cc251-f400-7000-80bc-c24afea4e58b')
+    >>> uuid7_from_timestamp(new_year, seed="sample-seed") == uuid7_from_timestamp(
+    ...     new_year, seed="sample-seed"
+    ... )
+    True
+    >>> unseeded = uuid7_from_timestamp(new_year, counter=5)  # random bits from the CSPRNG
+    >>> unseeded.version, str(unseeded)[:13]
+    (7, '018cc251-f400')
     """
     ms = to_unix_ms(when)
     if not 0 <= counter <= layout.counter_max:
@@ -67,6 +79,14 @@ def ordered_uuid7s(
     running maximum, so the output always sorts in input order. Values sharing
     a millisecond get consecutive counters starting at 0; when the counter is
     exhausted the millisecond advances by one.
+
+    >>> from sqla_ids.identifiers.inspection import uuid7_counter, uuid7_timestamp_ms
+    >>> created_at = [1704067200000, 1704067200000, 1704067199000, None, 1704067200001]
+    >>> keys = list(ordered_uuid7s(created_at, seed="sample-seed"))
+    >>> keys == sorted(keys) and len(set(keys)) == 5
+    True
+    >>> [(uuid7_timestamp_ms(key) - 1704067200000, uuid7_counter(key)) for key in keys]
+    [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
     """
     last_ms = -1
     counter = 0

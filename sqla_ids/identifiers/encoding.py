@@ -31,7 +31,12 @@ class UUIDFormatError(ValueError):
 
 
 def to_base32(uuid: UUID) -> str:
-    """Return the 26-character Crockford Base32 form of ``uuid`` (upper case)."""
+    """Return the 26-character Crockford Base32 form of ``uuid`` (upper case).
+
+    >>> from uuid import UUID
+    >>> to_base32(UUID("01890a5d-ac96-774b-bcce-b302099a8057"))
+    '01H455VB4PEX5VSKNK084SN02Q'
+    """
     # b32hexencode groups bits from the left; shifting by 6 puts the two spare
     # bits of the 130-bit, 26-character field at the front, as ULID does.
     encoded = base64.b32hexencode((uuid.int << 6).to_bytes(17, "big"))
@@ -39,7 +44,19 @@ def to_base32(uuid: UUID) -> str:
 
 
 def from_base32(text: str) -> UUID:
-    """Read a 26-character Crockford Base32 string (hyphens allowed) as a UUID."""
+    """Read a 26-character Crockford Base32 string (hyphens allowed) as a UUID.
+
+    Case-insensitive; ``O`` reads as 0 and ``I``/``L`` as 1:
+
+    >>> from_base32("01H455VB4PEX5VSKNK084SN02Q")
+    UUID('01890a5d-ac96-774b-bcce-b302099a8057')
+    >>> from_base32("oih455vb4pex5vsknk084sn02q") == from_base32("01H455VB4PEX5VSKNK084SN02Q")
+    True
+    >>> from_base32("01H455VB4PEX5VSKNK084SN02U")
+    Traceback (most recent call last):
+    ...
+    sqla_ids.identifiers.encoding.UUIDFormatError: invalid Crockford Base32 character(s) 'U' ...
+    """
     cleaned = text.replace("-", "")
     if len(cleaned) != BASE32_LENGTH:
         raise UUIDFormatError(
@@ -60,12 +77,22 @@ def from_base32(text: str) -> UUID:
 
 
 def to_hex(uuid: UUID) -> str:
-    """Return the 32 lower-case hex digits of ``uuid`` without dashes."""
+    """Return the 32 lower-case hex digits of ``uuid`` without dashes.
+
+    >>> from uuid import UUID
+    >>> to_hex(UUID("01890A5D-AC96-774B-BCCE-B302099A8057"))
+    '01890a5dac96774bbcceb302099a8057'
+    """
     return uuid.hex
 
 
 def to_bytes(uuid: UUID) -> bytes:
-    """Return the 16 big-endian bytes of ``uuid`` (RFC 9562 network order)."""
+    """Return the 16 big-endian bytes of ``uuid`` (RFC 9562 network order).
+
+    >>> from uuid import UUID
+    >>> to_bytes(UUID("01890a5d-ac96-774b-bcce-b302099a8057")).hex()
+    '01890a5dac96774bbcceb302099a8057'
+    """
     return uuid.bytes
 
 
@@ -83,6 +110,22 @@ def parse_uuid(value: UUID | str | bytes) -> UUID:
     Accepts a ``uuid.UUID``; 16 raw bytes; canonical, braced, ``urn:uuid:``
     or 32-hex text; and 26-character Crockford Base32. Raises
     :class:`UUIDFormatError` (a ``ValueError``) naming the problem otherwise.
+
+    >>> parse_uuid("{01890A5D-AC96-774B-BCCE-B302099A8057}")
+    UUID('01890a5d-ac96-774b-bcce-b302099a8057')
+    >>> spellings = [
+    ...     "01890a5d-ac96-774b-bcce-b302099a8057",
+    ...     "urn:uuid:01890a5d-ac96-774b-bcce-b302099a8057",
+    ...     "01890a5dac96774bbcceb302099a8057",
+    ...     "01H455VB4PEX5VSKNK084SN02Q",
+    ...     bytes.fromhex("01890a5dac96774bbcceb302099a8057"),
+    ... ]
+    >>> len({parse_uuid(spelling) for spelling in spellings})
+    1
+    >>> parse_uuid("01890a5d-ac96")
+    Traceback (most recent call last):
+    ...
+    sqla_ids.identifiers.encoding.UUIDFormatError: '01890a5d-ac96' is not a UUID: ... 12 characters
     """
     if isinstance(value, UUID):
         return value

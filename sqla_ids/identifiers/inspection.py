@@ -22,7 +22,17 @@ TimePoint = datetime | int | float
 
 
 def to_unix_ms(when: TimePoint) -> int:
-    """Return Unix milliseconds for an aware ``datetime``, int ms or float seconds."""
+    """Return Unix milliseconds for an aware ``datetime``, int ms or float seconds.
+
+    >>> to_unix_ms(datetime(2024, 1, 1, tzinfo=UTC))
+    1704067200000
+    >>> to_unix_ms(1704067200.5)
+    1704067200500
+    >>> to_unix_ms(datetime(2024, 1, 1))
+    Traceback (most recent call last):
+    ...
+    ValueError: naive datetime 2024-01-01T00:00:00 is ambiguous: give it a tzinfo (e.g. UTC)
+    """
     if isinstance(when, datetime):
         if when.tzinfo is None:
             raise ValueError(
@@ -46,7 +56,13 @@ def to_unix_ms(when: TimePoint) -> int:
 
 
 def is_uuid7(uuid: UUID) -> bool:
-    """True if ``uuid`` has version 7 and the RFC 9562 variant."""
+    """True if ``uuid`` has version 7 and the RFC 9562 variant.
+
+    >>> is_uuid7(UUID("01890a5d-ac96-774b-bcce-b302099a8057"))
+    True
+    >>> is_uuid7(UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8"))  # version 1
+    False
+    """
     return (uuid.int >> 76) & 0xF == 7 and (uuid.int >> 62) & 0b11 == 0b10
 
 
@@ -59,27 +75,54 @@ def _require_v7(uuid: UUID) -> int:
 
 
 def uuid7_timestamp_ms(uuid: UUID) -> int:
-    """Unix milliseconds stored in a UUIDv7."""
+    """Unix milliseconds stored in a UUIDv7.
+
+    >>> uuid7_timestamp_ms(UUID("01890a5d-ac96-774b-bcce-b302099a8057"))
+    1688096058518
+    >>> uuid7_timestamp_ms(UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8"))
+    Traceback (most recent call last):
+    ...
+    ValueError: 6ba7b810-9dad-11d1-80b4-00c04fd430c8 is not a UUIDv7 (version 1, ...)
+    """
     return _require_v7(uuid) >> 80
 
 
 def uuid7_datetime(uuid: UUID) -> datetime:
-    """Creation time stored in a UUIDv7, as an aware UTC ``datetime``."""
+    """Creation time stored in a UUIDv7, as an aware UTC ``datetime``.
+
+    >>> uuid7_datetime(UUID("01890a5d-ac96-774b-bcce-b302099a8057")).isoformat()
+    '2023-06-30T03:34:18.518000+00:00'
+    """
     return _EPOCH + timedelta(milliseconds=uuid7_timestamp_ms(uuid))
 
 
 def uuid7_counter(uuid: UUID, layout: Layout = Layout.DEFAULT) -> int:
-    """Counter field of a UUIDv7 made with ``layout``."""
+    """Counter field of a UUIDv7 made with ``layout``.
+
+    >>> key = UUID("01890a5d-ac96-774b-bcce-b302099a8057")
+    >>> uuid7_counter(key)  # the default 18-bit counter
+    119548
+    >>> uuid7_counter(key, Layout.NO_COUNTER)
+    0
+    """
     return layout.counter_of(_require_v7(uuid))
 
 
 def lowest_uuid7(when: TimePoint) -> UUID:
-    """Smallest UUIDv7 with the millisecond of ``when``."""
+    """Smallest UUIDv7 with the millisecond of ``when``.
+
+    >>> lowest_uuid7(datetime(2024, 1, 1, tzinfo=UTC))
+    UUID('018cc251-f400-7000-8000-000000000000')
+    """
     return make_uuid((to_unix_ms(when) << 80) | VERSION_VARIANT)
 
 
 def highest_uuid7(when: TimePoint) -> UUID:
-    """Largest UUIDv7 with the millisecond of ``when``."""
+    """Largest UUIDv7 with the millisecond of ``when``.
+
+    >>> highest_uuid7(1704067200000)
+    UUID('018cc251-f400-7fff-bfff-ffffffffffff')
+    """
     all_ones = _NON_TIMESTAMP_BITS & ~((0xF << 76) | (0b11 << 62))
     return make_uuid((to_unix_ms(when) << 80) | VERSION_VARIANT | all_ones)
 
@@ -89,6 +132,18 @@ def uuid7_bounds(start: TimePoint, end: TimePoint) -> tuple[UUID, UUID]:
 
     Both ends are inclusive at millisecond precision; for a half-open range
     ``[start, end)`` pass ``end - 1 ms``.
+
+    >>> low, high = uuid7_bounds(
+    ...     datetime(2023, 6, 30, tzinfo=UTC), datetime(2023, 7, 1, tzinfo=UTC)
+    ... )
+    >>> print(low, high)
+    01890999-7800-7000-8000-000000000000 01890ebf-d400-7fff-bfff-ffffffffffff
+    >>> low <= UUID("01890a5d-ac96-774b-bcce-b302099a8057") <= high
+    True
+    >>> uuid7_bounds(1704067200000, 1704067199999)
+    Traceback (most recent call last):
+    ...
+    ValueError: end of the time range lies before its start
     """
     low, high = lowest_uuid7(start), highest_uuid7(end)
     if high < low:

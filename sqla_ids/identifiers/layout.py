@@ -32,6 +32,21 @@ class Layout:
     ``counter_bits`` (0 … 42) is the length of the per-millisecond counter;
     ``guard_bits`` (0 … counter_bits) of its leftmost bits start at zero each
     millisecond. The remaining ``74 - counter_bits`` bits are random per UUID.
+
+    >>> Layout.DEFAULT
+    Layout(counter_bits=18, guard_bits=1)
+    >>> Layout.DEFAULT.random_bits, Layout.DEFAULT.counter_max, Layout.DEFAULT.seed_bits
+    (56, 262143, 17)
+    >>> value = Layout.DEFAULT.compose(1704067200000, counter=5, random=0)
+    >>> from uuid import UUID
+    >>> UUID(int=value)  # 2024-01-01T00:00Z, counter 5, random bits all zero
+    UUID('018cc251-f400-7000-8500-000000000000')
+    >>> Layout.DEFAULT.counter_of(value), Layout.NO_COUNTER.random_bits
+    (5, 74)
+    >>> Layout(counter_bits=43)
+    Traceback (most recent call last):
+    ...
+    ValueError: counter_bits must be an integer from 0 to 42, got 43
     """
 
     counter_bits: int = 18

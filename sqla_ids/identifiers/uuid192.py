@@ -24,7 +24,24 @@ _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
 class UUID192:
-    """An immutable (UUID, optional 64-bit segment) pair with total ordering."""
+    """An immutable (UUID, optional 64-bit segment) pair with total ordering.
+
+    >>> key = UUID192("01890a5d-ac96-774b-bcce-b302099a8057", 42)
+    >>> key
+    UUID192('01890a5d-ac96-774b-bcce-b302099a8057', 42)
+    >>> print(key)
+    01890a5d-ac96-774b-bcce-b302099a8057-000000000000002a
+    >>> key.uuid.version, key.segment, len(key.bytes)
+    (7, 42, 24)
+    >>> UUID192.parse(str(key)) == key == UUID192.from_bytes(key.bytes)
+    True
+    >>> UUID192(key.uuid) < key  # no segment sorts before any segment
+    True
+    >>> UUID192(key.uuid, 2**64)
+    Traceback (most recent call last):
+    ...
+    ValueError: segment must be an integer from 0 to 2**64-1, got 18446744073709551616
+    """
 
     __slots__ = ("_segment", "_uuid")
 
@@ -109,7 +126,13 @@ class UUID192:
 
 
 def segment_of(data: str | bytes) -> int:
-    """Return the 64-bit segment of a UUID192 in text or binary form, without parsing the UUID."""
+    """Return the 64-bit segment of a UUID192 in text or binary form, without parsing the UUID.
+
+    >>> segment_of("01890a5d-ac96-774b-bcce-b302099a8057-000000000000002a")
+    42
+    >>> segment_of(bytes(16) + (7).to_bytes(8, "big"))
+    7
+    """
     if isinstance(data, str):
         if len(data) != _TEXT_LENGTH:
             raise UUIDFormatError(

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.types import UserDefinedType
 
 from sqla_ids.identifiers import ordered_uuid7s
-from sqla_ids.migration.plan import PkMigrationPlan
+from sqla_ids.migration.model import PkMigrationPlan
 from sqla_ids.migration.progress import Progress
 
 

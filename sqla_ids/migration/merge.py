@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.identifiers import parse_uuid
-from sqla_ids.migration.dialects import for_dialect
+from sqla_ids.dialects import for_dialect
 from sqla_ids.migration.keys import uuid_type
 from sqla_ids.migration.plan import Reference, refuse
 
@@ -91,7 +91,7 @@ def merge_uuids(
     missing = [i for i in ids if i not in found]
     if missing:
         raise refuse(f"{table}.{column} has no row with id {', '.join(map(str, missing))}")
-    dialect = for_dialect(connection.dialect.name)
+    dialect = for_dialect(connection.dialect).migration()
     references: list[Reference] = dialect.find_references(connection, inspector, table, column)
     references += [Reference(t, c, True, "") for t, c in extra_references]
     _refuse_collisions(connection, inspector, references, pairs, key_type)

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection
 
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.migration import keys, state, strategies
-from sqla_ids.migration.dialects import for_dialect
+from sqla_ids.dialects import for_dialect
 from sqla_ids.migration.options import PkMigrationOptions
 from sqla_ids.migration.plan import PkMigrationPlan, plan_pk_migration, refuse
 from sqla_ids.migration.progress import logger
@@ -94,7 +94,7 @@ def migrate_pk_to_uuid7(
     nothing is changed. A finished migration is skipped (logged) and an
     interrupted one (MariaDB/MySQL) continues with its recorded plan.
     """
-    strategy = for_dialect(connection.dialect.name).STRATEGY
+    strategy = for_dialect(connection.dialect).migration().strategy
     recorded = state.load(connection, table)
     if recorded is not None:
         step, plan = recorded
@@ -220,8 +220,8 @@ def restore_pk_from_uuid7(connection: Connection, table: str) -> PkMigrationPlan
     The old keys come from ``<key>_old``, or from the mapping table when that
     column was dropped; with neither, nothing is changed and the error says so.
     """
-    dialect = for_dialect(connection.dialect.name)
-    strategy = dialect.STRATEGY
+    dialect = for_dialect(connection.dialect).migration()
+    strategy = dialect.strategy
     recorded = state.load(connection, table)
     if recorded is None:
         raise MigrationRefusedError(f"no recorded UUIDv7 migration of {table!r} to undo")
@@ -324,7 +324,7 @@ def _number_new_rows(connection: Connection, plan: PkMigrationPlan, dialect: Any
 def _downgrade(
     connection: Connection, plan: PkMigrationPlan, strategy: strategies.Strategy, step: str
 ) -> None:
-    dialect = for_dialect(connection.dialect.name)
+    dialect = for_dialect(connection.dialect).migration()
     before = _row_counts(connection, plan)
     if not step.startswith("down-swap"):
         state.save(connection, plan, "down")

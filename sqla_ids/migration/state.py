@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.migration.plan import PkMigrationPlan
+from sqla_ids.migration.model import PkMigrationPlan
 
 STATE_TABLE = "sqla_ids_pk_migrations"
 

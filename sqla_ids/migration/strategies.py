@@ -3,16 +3,16 @@
 The runner does what every database shares (the state row, the mapping
 table, the final checks); a :class:`Strategy` changes the columns:
 
-* PostgreSQL (:class:`~sqla_ids.migration.dialects.postgresql.AlterType`):
+* PostgreSQL (:class:`~sqla_ids.dialects.postgresql.migration.AlterType`):
   converted values go into temporary columns, then each column changes type
   in place with ``ALTER COLUMN ... TYPE uuid USING <temporary column>``, all
   in one transaction. The column keeps its position, comment and grants;
   PostgreSQL rebuilds its indexes and constraints under the same names, and
   recurses into the partitions of a partitioned table.
-* MariaDB/MySQL (:class:`~sqla_ids.migration.dialects.mysql.Swap`): filled
+* MariaDB/MySQL (:class:`~sqla_ids.dialects.mysql.migration.Swap`): filled
   temporary columns are swapped in by one ``ALTER TABLE`` per table, each
   step recorded so a re-run after a crash continues (DDL commits implicitly).
-* SQLite (:class:`~sqla_ids.migration.dialects.sqlite.Rebuild`): each
+* SQLite (:class:`~sqla_ids.dialects.sqlite.migration.Rebuild`): each
   affected table is recreated and refilled through the mapping table.
 
 This module holds the shared pieces: filling a column through the mapping
@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection
 
 from sqla_ids.errors import MigrationVerificationError
 from sqla_ids.migration import keys
-from sqla_ids.migration.plan import PkMigrationPlan, View
+from sqla_ids.migration.model import PkMigrationPlan, View
 from sqla_ids.migration.progress import Progress
 
 

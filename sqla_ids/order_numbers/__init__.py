@@ -3,6 +3,14 @@
 Pure Python (no SQLAlchemy import): the codec, its check digits, alphabets,
 keyring, batch FF3-1 engine and the unencrypted schemes. The column type
 lives in :mod:`sqla_ids.types.order_number`.
+
+>>> from sqla_ids.order_numbers import Keyring, OrderNumberCodec
+>>> ring = Keyring(environ={})
+>>> _ = ring.register("sample", "2DE79D232DF5585D68CE47882AE256D6", "CBD09280979564")
+>>> codec = OrderNumberCodec("sample", keyring=ring)  # published sample key: never in production
+>>> number = codec.encode(1)
+>>> number, codec.decode(number), codec.is_valid(number)
+('943-130-351', 1, True)
 """
 
 from __future__ import annotations

@@ -17,7 +17,21 @@ _INT_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 @dataclass(frozen=True, eq=False)
 class Alphabet:
-    """An ordered set of symbols; the position of a symbol is its value."""
+    """An ordered set of symbols; the position of a symbol is its value.
+
+    >>> DECIMAL.from_int(123, width=8), DECIMAL.to_int("00000123")
+    ('00000123', 123)
+    >>> CROCKFORD32.from_int(1234, width=6), CROCKFORD32.to_int("00016J")
+    ('00016J', 1234)
+    >>> CROCKFORD32.radix, CROCKFORD32.max_value == 2**63 - 1
+    (32, True)
+
+    Input may use aliases (Crockford reads ``O`` as 0, ``I``/``L`` as 1,
+    any case); ``U`` is not a symbol:
+
+    >>> [CROCKFORD32.canonical_char(c) for c in "oLjU"]
+    ['0', '1', 'J', None]
+    """
 
     name: str
     symbols: str
@@ -141,7 +155,15 @@ ALPHABETS: dict[str, Alphabet] = {a.name: a for a in (DECIMAL, CROCKFORD32)}
 
 
 def get_alphabet(alphabet: str | Alphabet) -> Alphabet:
-    """Return the alphabet named ``alphabet`` (or ``alphabet`` itself)."""
+    """Return the alphabet named ``alphabet`` (or ``alphabet`` itself).
+
+    >>> get_alphabet("crockford32") is CROCKFORD32
+    True
+    >>> get_alphabet("hex")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown alphabet 'hex' (known: crockford32, decimal)
+    """
     if isinstance(alphabet, Alphabet):
         return alphabet
     try:

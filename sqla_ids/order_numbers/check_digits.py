@@ -35,24 +35,42 @@ _ZERO = ord("0")
 
 
 def luhn_check_digit(payload: str) -> str:
-    """Luhn (ISO/IEC 7812) check digit of a string of decimal digits."""
+    """Luhn (ISO/IEC 7812) check digit of a string of decimal digits.
+
+    >>> luhn_check_digit("7992739871")
+    '3'
+    >>> luhn_check_digit("12345678")
+    '2'
+    """
     reverse = payload[::-1]
     total = sum(reverse[0::2].translate(_LUHN_DOUBLE).encode()) + sum(reverse[1::2].encode())
     return _DECIMAL[(_ZERO * len(payload) - total) % 10]
 
 
 def verhoeff_check_digit(payload: str) -> str:
-    """Verhoeff check digit (catches every single error and adjacent transposition)."""
+    """Verhoeff check digit (catches every single error and adjacent transposition).
+
+    >>> verhoeff_check_digit("236")
+    '3'
+    """
     return str(_verhoeff.calc_check_digit(payload))
 
 
 def damm_check_digit(payload: str) -> str:
-    """Damm check digit (catches every single error and adjacent transposition)."""
+    """Damm check digit (catches every single error and adjacent transposition).
+
+    >>> damm_check_digit("572")
+    '4'
+    """
     return str(_damm.calc_check_digit(payload))
 
 
 def luhn_letters_check_digit(payload: str) -> str:
-    """ISIN-style check digit: letters become numbers (A=10 … Z=35), then Luhn."""
+    """ISIN-style check digit: letters become numbers (A=10 … Z=35), then Luhn.
+
+    >>> luhn_letters_check_digit("US037833100")  # the ISIN US0378331005
+    '5'
+    """
     return luhn_check_digit("".join(str(int(char, 36)) for char in payload))
 
 
@@ -62,7 +80,12 @@ def _no_check_digit(payload: str) -> str:
 
 @dataclass(frozen=True)
 class CheckDigit:
-    """A named check-digit algorithm."""
+    """A named check-digit algorithm.
+
+    >>> luhn = CHECK_DIGITS["luhn"]
+    >>> luhn.compute("12345678"), luhn.width, CHECK_DIGITS["none"].width
+    ('2', 1, 0)
+    """
 
     name: str
     compute: Callable[[str], str]
@@ -90,7 +113,15 @@ CHECK_DIGITS: dict[str, CheckDigit] = {
 
 
 def get_check_digit(name: str | CheckDigit) -> CheckDigit:
-    """Return the check-digit algorithm called ``name``."""
+    """Return the check-digit algorithm called ``name``.
+
+    >>> get_check_digit("damm").name
+    'damm'
+    >>> get_check_digit("mod97")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown check digit 'mod97' (known: luhn, verhoeff, damm, luhn-letters, none)
+    """
     if isinstance(name, CheckDigit):
         return name
     try:
@@ -102,7 +133,15 @@ def get_check_digit(name: str | CheckDigit) -> CheckDigit:
 
 
 def is_valid(name: str, text: str) -> bool:
-    """Whether ``text`` ends with the correct check character for algorithm ``name``."""
+    """Whether ``text`` ends with the correct check character for algorithm ``name``.
+
+    >>> is_valid("luhn", "79927398713")
+    True
+    >>> is_valid("luhn", "79927398710")  # last digit mistyped
+    False
+    >>> is_valid("verhoeff", "2363"), is_valid("verhoeff", "3263")  # swap detected
+    (True, False)
+    """
     algorithm = get_check_digit(name)
     if algorithm.width == 0:
         return True

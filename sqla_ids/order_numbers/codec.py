@@ -34,6 +34,33 @@ class OrderNumberCodec(LayoutInput):
     keyring, which falls back to ``SQLA_IDS_ORDER_KEY``/``SQLA_IDS_ORDER_TWEAK``).
     The key is looked up at first use, so models can be declared before the
     application has configured its secrets.
+
+    With a published sample key in a private keyring:
+
+    >>> from sqla_ids.order_numbers.keys import Keyring
+    >>> ring = Keyring(environ={})
+    >>> _ = ring.register("sample", "2DE79D232DF5585D68CE47882AE256D6", "CBD09280979564")
+    >>> codec = OrderNumberCodec("sample", keyring=ring)
+    >>> codec.encode(1), codec.encode(2)
+    ('943-130-351', '887-763-811')
+    >>> codec.decode("943-130-351"), codec.decode("943 130 351"), codec.decode("943130351")
+    (1, 1, 1)
+    >>> codec.encode_many([1, 2, 3])
+    ['943-130-351', '887-763-811', '308-392-836']
+    >>> codec.decode_many(['943-130-351', '887-763-811', '308-392-836'])
+    [1, 2, 3]
+    >>> codec.decode("943-130-352")
+    Traceback (most recent call last):
+    ...
+    sqla_ids.order_numbers.errors.WrongCheckDigitError: the check digit is wrong: ...
+
+    Other alphabets and check digits:
+
+    >>> short = OrderNumberCodec(
+    ...     "sample", alphabet="crockford32", check_digit="luhn-letters", keyring=ring
+    ... )
+    >>> short.encode(1), short.decode("4a5-jxy-3")
+    ('4A5-JXY-3', 1)
     """
 
     def __init__(
@@ -101,7 +128,21 @@ class OrderNumberCodec(LayoutInput):
         return plain
 
     def is_skipped(self, value: int) -> bool:
-        """Whether ``value`` encrypts to all zeros and so is never issued (SPEC §2 step 4)."""
+        """Whether ``value`` encrypts to all zeros and so is never issued (SPEC §2 step 4).
+
+        >>> from sqla_ids.order_numbers.keys import Keyring
+        >>> ring = Keyring(environ={})
+        >>> _ = ring.register("sample", "2DE79D232DF5585D68CE47882AE256D6", "CBD09280979564")
+        >>> codec = OrderNumberCodec("sample", keyring=ring)
+        >>> codec.skipped_values()[0]
+        8959589
+        >>> codec.is_skipped(8959589), codec.is_skipped(8959590)
+        (True, False)
+        >>> codec.encode(8959589)
+        Traceback (most recent call last):
+        ...
+        sqla_ids.order_numbers.errors.SkippedValueError: sequence value 8959589 is skipped ...
+        """
         plain = self._plain(value)
         return self._skipped_plain(self.engine, len(plain)) == plain
 

@@ -38,7 +38,24 @@ _BIG_ENDIAN = sys.byteorder == "big"
 
 
 class FF3Engine:
-    """FF3-1 encryption of strings over one alphabet under one key."""
+    """FF3-1 encryption of strings over one alphabet under one key.
+
+    With a published sample key:
+
+    >>> from sqla_ids.order_numbers.keys import FPEKey
+    >>> key = FPEKey("sample", "2DE79D232DF5585D68CE47882AE256D6", "CBD09280979564")
+    >>> engine = FF3Engine(key)
+    >>> engine.encrypt("00000001"), engine.decrypt("94313035")
+    ('94313035', '00000001')
+    >>> engine.encrypt_many(["00000001", "00000002"])
+    ['94313035', '88776381']
+    >>> engine.decrypt_many(["94313035", "88776381"])
+    ['00000001', '00000002']
+    >>> engine.encrypt("12345")
+    Traceback (most recent call last):
+    ...
+    ValueError: FF3-1 input has 5 symbols; the decimal alphabet allows 6 to 56
+    """
 
     __slots__ = ("_encrypt_block", "_round_tails", "_tail_words", "alphabet", "max_len", "min_len")
 

@@ -61,7 +61,20 @@ def _hex_bytes(what: str, name: str, text: str, lengths: tuple[int, ...]) -> byt
 
 
 class FPEKey:
-    """An FF3-1 key and tweak under a name; its repr shows only name and size."""
+    """An FF3-1 key and tweak under a name; its repr shows only name and size.
+
+    With a published sample key (never use a published key in production):
+
+    >>> key = FPEKey("sample", "2DE79D232DF5585D68CE47882AE256D6", "CBD09280979564")
+    >>> key
+    <FPEKey 'sample' AES-128>
+    >>> key.key_bits
+    128
+    >>> FPEKey("sample", "2DE79D23", "CBD09280979564")
+    Traceback (most recent call last):
+    ...
+    sqla_ids.order_numbers.errors.KeyConfigurationError: key of ... 'sample' has 32 bits; ...
+    """
 
     __slots__ = ("_key", "_tweak", "name")
 
@@ -94,7 +107,13 @@ class FPEKey:
 
 
 def environment_variable_names(name: str) -> tuple[str, str]:
-    """The (key, tweak) environment variables read for key ``name``."""
+    """The (key, tweak) environment variables read for key ``name``.
+
+    >>> environment_variable_names("default")
+    ('SQLA_IDS_ORDER_KEY', 'SQLA_IDS_ORDER_TWEAK')
+    >>> environment_variable_names("billing")
+    ('SQLA_IDS_ORDER_KEY_BILLING', 'SQLA_IDS_ORDER_TWEAK_BILLING')
+    """
     if name == DEFAULT_KEY_NAME:
         return "SQLA_IDS_ORDER_KEY", "SQLA_IDS_ORDER_TWEAK"
     suffix = _check_name(name).upper()
@@ -102,7 +121,25 @@ def environment_variable_names(name: str) -> tuple[str, str]:
 
 
 class Keyring:
-    """Named FPE keys; falls back to environment variables for unknown names."""
+    """Named FPE keys; falls back to environment variables for unknown names.
+
+    >>> ring = Keyring(environ={})  # an empty environment instead of os.environ
+    >>> ring.register("sample", "2DE79D232DF5585D68CE47882AE256D6", "CBD09280979564")
+    <FPEKey 'sample' AES-128>
+    >>> "sample" in ring, ring
+    (True, <Keyring names=['sample']>)
+    >>> ring.get("billing")
+    Traceback (most recent call last):
+    ...
+    sqla_ids.order_numbers.errors.MissingKeyError: no order-number key 'billing' is configured: ...
+
+    >>> environ = {
+    ...     "SQLA_IDS_ORDER_KEY_BILLING": "2DE79D232DF5585D68CE47882AE256D6",
+    ...     "SQLA_IDS_ORDER_TWEAK_BILLING": "CBD09280979564",
+    ... }
+    >>> Keyring(environ=environ).get("billing")
+    <FPEKey 'billing' AES-128>
+    """
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._keys: dict[str, FPEKey] = {}

@@ -34,7 +34,14 @@ _MAX_INPUT = 200
 
 @dataclass(frozen=True)
 class OrderNumber:
-    """A parsed, check-digit-verified order number."""
+    """A parsed, check-digit-verified order number.
+
+    >>> number = Layout().parse("123 456 782")
+    >>> number
+    OrderNumber(display='123-456-782', payload='12345678', check='2')
+    >>> print(number)
+    123-456-782
+    """
 
     #: The canonical display form, as stored in the database.
     display: str
@@ -48,7 +55,39 @@ class OrderNumber:
 
 
 class Layout:
-    """Check digit plus grouping for payloads of one alphabet and length range."""
+    """Check digit plus grouping for payloads of one alphabet and length range.
+
+    >>> layout = Layout()  # decimal, Luhn, groups of three joined by "-"
+    >>> layout
+    Layout(alphabet='decimal', check_digit='luhn', separator='-', group_size=3)
+    >>> layout.format("12345678")
+    '123-456-782'
+    >>> layout.validate(" 123 456 782 "), layout.validate("123456782")
+    ('123-456-782', '123-456-782')
+    >>> layout.is_valid("123-456-781")
+    False
+    >>> layout.min_length, layout.max_length, layout.templates()[0]
+    (11, 26, 'PPP-PPP-PPC')
+
+    Each rejection names its reason:
+
+    >>> layout.parse("123-456-781")
+    Traceback (most recent call last):
+    ...
+    sqla_ids.order_numbers.errors.WrongCheckDigitError: the check digit is wrong: ...
+    >>> layout.parse("123-456-78x")
+    Traceback (most recent call last):
+    ...
+    sqla_ids.order_numbers.errors.BadCharacterError: character 'x' at position 11 is not ...
+    >>> layout.parse("12-3456-782")
+    Traceback (most recent call last):
+    ...
+    sqla_ids.order_numbers.errors.MisplacedSeparatorError: a separator after character 2 ...
+    >>> layout.parse("123-45")
+    Traceback (most recent call last):
+    ...
+    sqla_ids.order_numbers.errors.BadLengthError: the order number has 5 characters ...
+    """
 
     def __init__(
         self,
@@ -114,7 +153,11 @@ class Layout:
     # -- output -----------------------------------------------------------------
 
     def group(self, symbols: str) -> str:
-        """Insert the separator every ``group_size`` characters from the left."""
+        """Insert the separator every ``group_size`` characters from the left.
+
+        >>> Layout(separator=".", group_size=4).group("1234567890")
+        '1234.5678.90'
+        """
         g = self.group_size
         return self.separator.join([symbols[i : i + g] for i in range(0, len(symbols), g)])
 
@@ -144,6 +187,9 @@ class Layout:
 
         Bracket classes and ``{n}`` counts only, so PostgreSQL (``~``) and
         MariaDB (``REGEXP``) CHECK constraints can use it as is.
+
+        >>> Layout(min_payload=8, max_payload=8).display_regex()
+        '^([0-9]{3}-[0-9]{3}-[0-9]{3})$'
         """
         payload = self.payload_class
         check = self.check_class
@@ -207,7 +253,11 @@ class Layout:
         return "".join(chars)
 
     def normalize(self, text: str) -> str:
-        """Display form of ``text``; checks all but the check digit."""
+        """Display form of ``text``; checks all but the check digit.
+
+        >>> Layout().normalize("123 456 781")  # wrong check digit not noticed
+        '123-456-781'
+        """
         return self.group(self.symbols(text))
 
     def parse(self, text: str) -> OrderNumber:

@@ -25,7 +25,11 @@ __all__ = [
 
 @runtime_checkable
 class OrderNumberScheme(Protocol):
-    """What the column type and the CLI need from a numbering scheme."""
+    """What the column type and the CLI need from a numbering scheme.
+
+    >>> isinstance(PlainSequenceScheme(), OrderNumberScheme)
+    True
+    """
 
     layout: Layout
 
@@ -52,6 +56,18 @@ class PlainSequenceScheme(LayoutInput):
     """The sequence value itself, zero-padded, grouped, with a check digit.
 
     Fast and needs no secret, but numbers are guessable and reveal volume.
+
+    >>> scheme = PlainSequenceScheme()
+    >>> scheme.encode(42)
+    '000-000-422'
+    >>> scheme.decode("000 000 422")
+    42
+    >>> scheme.decode("000-000-423")
+    Traceback (most recent call last):
+    ...
+    sqla_ids.order_numbers.errors.WrongCheckDigitError: the check digit is wrong: ...
+    >>> PlainSequenceScheme(check_digit="damm", separator="", min_digits=6).encode(42)
+    '0000427'
     """
 
     def __init__(
@@ -108,6 +124,13 @@ class RandomIncrementScheme(PlainSequenceScheme):
     block: numbers stay unique and increasing without any locking (the
     atomic ``nextval`` is the only shared step), gaps of random size hide the
     volume, and only about one typed number in ``spread`` exists at all.
+
+    >>> scheme = RandomIncrementScheme(spread=100)
+    >>> value = scheme.value_for(7)  # random, from 700 to 799
+    >>> 700 <= value <= 799, scheme.sequence_value_of(value)
+    (True, 7)
+    >>> scheme.encode(705), scheme.decode("000-007-054")
+    ('000-007-054', 705)
     """
 
     def __init__(
@@ -148,6 +171,17 @@ class MonthPrefixedScheme(LayoutInput):
     ``2025-03`` with epoch 2020-01 and the 42nd order of the month is
     ``062`` + ``000042`` + check digit. Readable and sortable by month, but
     reveals monthly volume; the per-month counter resets each month.
+
+    >>> import datetime as dt
+    >>> scheme = MonthPrefixedScheme(epoch=dt.date(2020, 1, 1))
+    >>> scheme.encode_for(dt.date(2025, 3, 9), 42)
+    '062-000-042-2'
+    >>> scheme.split(scheme.decode("062-000-042-2"))
+    (datetime.date(2025, 3, 1), 42)
+    >>> scheme.encode_for(dt.date(2019, 12, 31), 1)
+    Traceback (most recent call last):
+    ...
+    sqla_ids.order_numbers.errors.ValueOutOfRangeError: 2019-12 is outside the 1000 months ...
     """
 
     def __init__(

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.types import TypeEngine
 
-from sqla_ids.tools.dialects import tools_dialect
+from sqla_ids.dialects import for_dialect
 
 KINDS = ("uuid", "binary", "text", "document", "array", "any")
 """Every column kind, in the order the tools report them."""
@@ -56,7 +56,7 @@ class CandidateColumn:
         return f"{prefix}{self.table}.{self.column}"
 
 
-def column_kind(sqltype: TypeEngine[Any], dialect_name: str) -> str | None:
+def column_kind(sqltype: TypeEngine[Any], dialect: Dialect) -> str | None:
     """Return the kind of a reflected column type, or ``None`` if it cannot hold a UUID."""
     if isinstance(sqltype, sa.Uuid):
         return "uuid"
@@ -71,7 +71,7 @@ def column_kind(sqltype: TypeEngine[Any], dialect_name: str) -> str | None:
         if isinstance(sqltype, sa.Text) or length is None or length > MAX_TEXT_LENGTH:
             return "document"
         return "text" if length >= 16 else None
-    return tools_dialect(dialect_name).fallback_kind(sqltype)
+    return for_dialect(dialect).scanning().fallback_kind(sqltype)
 
 
 def default_schema(connection: Connection, schema: str | None) -> str | None:
@@ -108,7 +108,7 @@ def candidate_columns(
         constraint = keys.get((schema, table))
         primary = tuple(constraint["constrained_columns"] if constraint else ())
         for column in columns.get((schema, table), []):
-            kind = column_kind(column["type"], connection.dialect.name)
+            kind = column_kind(column["type"], connection.dialect)
             if kind is None:
                 continue
             found.append(

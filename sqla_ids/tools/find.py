@@ -21,6 +21,8 @@ from uuid import UUID
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from sqla_ids.dialects import for_dialect
+from sqla_ids.dialects.scanning import Scanning, Spellings
 from sqla_ids.identifiers import parse_uuid
 from sqla_ids.tools.columns import (
     CandidateColumn,
@@ -29,7 +31,6 @@ from sqla_ids.tools.columns import (
     table_clause,
 )
 from sqla_ids.tools.connections import connection_for, scan_transaction
-from sqla_ids.tools.dialects import Spellings, ToolsDialect, tools_dialect
 from sqla_ids.tools.limits import TimeBudget
 
 # Outcome of scanning one column.
@@ -121,7 +122,7 @@ def _key_text(value: Any) -> str:
 
 def _scan_column(
     connection: Connection,
-    sql: ToolsDialect,
+    sql: Scanning,
     candidate: CandidateColumn,
     uuid: UUID,
     spellings: Spellings,
@@ -181,7 +182,7 @@ def find_uuid(
     budget = TimeBudget(timeout, clock=clock)
     spellings = Spellings.of(uuid)
     with connection_for(bind) as connection:
-        sql = tools_dialect(connection.dialect.name)
+        sql = for_dialect(connection.dialect).scanning()
         report = FindReport(value=uuid, schema=default_schema(connection, schema))
         candidates = candidate_columns(
             connection, schema, tables=None if tables is None else list(tables)
@@ -215,7 +216,7 @@ def find_uuid(
 
 def _search(
     connection: Connection,
-    sql: ToolsDialect,
+    sql: Scanning,
     candidate: CandidateColumn,
     uuid: UUID,
     spellings: Spellings,

@@ -10,8 +10,8 @@ Everything happens in a throw-away schema (PostgreSQL), database
 (MariaDB/MySQL) or database file (SQLite) that :func:`scratch_area` creates
 and always drops, so the user's tables are never touched. What differs per
 database (column DDL, index statistics, ``COPY``, the scratch area) lives in
-the ``# --- insert benchmark ---`` section of each :mod:`sqla_ids.dialects`
-module.
+each database's :class:`~sqla_ids.dialects.bench.Bench`
+(``sqla_ids/dialects/<database>/bench.py``).
 
 Used by ``benchmarks/insert_keys.py`` (the full comparison with other
 libraries) and by :mod:`sqla_ids.tools.layout_benchmark` (``sqla-ids bench``).
@@ -30,12 +30,12 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-from sqla_ids.dialects import UnsupportedDialectError, for_dialect
+from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import BenchmarkError
 from sqla_ids.identifiers import Layout, UUIDv7Generator, uuid7_batch, uuid7_timestamp_ms
 from sqla_ids.identifiers.layout import PRESETS
@@ -53,47 +53,6 @@ TABLE = "bench_keys"
 """Name of the benchmark table inside the scratch area."""
 RATE_CLOCK_START_MS = 1_750_000_000_000
 """First simulated millisecond of the rows-per-millisecond runs."""
-
-
-# --- per-dialect pieces -------------------------------------------------------
-
-
-class BenchDialect(Protocol):
-    """The ``# --- insert benchmark ---`` section of a :mod:`sqla_ids.dialects` module."""
-
-    BENCH_METHODS: tuple[str, ...]
-    BENCH_CONCURRENT: bool
-
-    def bench_key_ddl(self, dialect: Any) -> dict[str, str]:
-        """``id`` column DDL per key column kind (``bigint``, ``uuid``, ``text``, …)."""
-
-    def bench_key_type(self, dialect: Any, column: str) -> sa.types.TypeEngine[Any]:
-        """The type an application declares for ``column`` (keys not from sqla_ids)."""
-
-    def bench_index_stats(
-        self, connection: Connection, table: str
-    ) -> tuple[int | None, float | None, float | None]:
-        """Primary-key bytes, leaf density % and leaf fragmentation % (``None``: unknown)."""
-
-    def bench_wal_position(self, connection: Connection) -> int | None:
-        """The server's write-ahead log position in bytes, if measured."""
-
-    def bench_scratch_create(self, admin: Engine, url: URL, name: str) -> URL:
-        """Create the throw-away area ``name``; return a URL working inside it."""
-
-    def bench_scratch_drop(self, admin: Engine, url: URL, name: str) -> None:
-        """Drop the throw-away area ``name`` and everything in it."""
-
-
-def bench_dialect(name: str) -> BenchDialect:
-    """The insert benchmark's pieces for SQLAlchemy dialect (or backend) ``name``."""
-    module = for_dialect(name)
-    if not hasattr(module, "bench_key_ddl"):
-        raise UnsupportedDialectError(
-            f"the insert benchmark does not support dialect {name!r} "
-            "(supported: postgresql, mariadb/mysql, sqlite)"
-        )
-    return cast(BenchDialect, module)
 
 
 # --- key kinds ------------------------------------------------------------------
@@ -124,8 +83,8 @@ class Kind:
     """One key choice: the ``id`` column and how its values are made.
 
     Plain data, so a writer process can receive it. ``column`` is a key of
-    the dialect's ``bench_key_ddl``, ``"server"`` (our ``sqla_ids_uuid7()``
-    as server default) or ``"serial"`` (``sqla_ids_uuid7_serial()``).
+    :meth:`Bench.key_ddl <sqla_ids.dialects.bench.Bench.key_ddl>`, ``"server"``
+    (our ``sqla_ids_uuid7()`` as server default) or ``"serial"`` (``sqla_ids_uuid7_serial()``).
     ``source`` says how the client makes keys: ``server`` (it does not),
     ``uuid4``, ``uuid7``, ``uuid7-text``, ``uuid6``, ``uuid_utils`` or
     ``random-tail``. ``layout`` names a :class:`~sqla_ids.identifiers.Layout`
@@ -267,7 +226,7 @@ def create_table(conn: Connection, kind: Kind, table: str = TABLE) -> None:
         )
         md.create_all(conn)
         return
-    ddl = bench_dialect(conn.dialect.name).bench_key_ddl(conn.dialect)[kind.column]
+    ddl = for_dialect(conn.dialect).bench().key_ddl(conn.dialect)[kind.column]
     conn.exec_driver_sql(f"CREATE TABLE {table} ({ddl}, n BIGINT NOT NULL)")
 
 
@@ -284,11 +243,11 @@ def insert_core(
         for start in range(0, rows, CHUNK):
             conn.execute(statement, [{"n": n} for n in range(start, min(rows, start + CHUNK))])
         return
-    # Our keys go through UUIDv7, whose default storage matches bench_key_ddl.
+    # Our keys go through UUIDv7, whose default storage matches Bench.key_ddl.
     key_type = (
         UUIDv7()
         if kind.ours
-        else bench_dialect(conn.dialect.name).bench_key_type(conn.dialect, kind.column)
+        else for_dialect(conn.dialect).bench().key_type(conn.dialect, kind.column)
     )
     statement = sa.insert(
         sa.table(table, sa.column("id", key_type), sa.column("n", sa.BigInteger()))
@@ -302,10 +261,7 @@ def insert_core(
 
 def insert_copy(conn: Connection, keys: list[Any] | None, rows: int, table: str = TABLE) -> None:
     """Insert ``rows`` rows with the database's bulk-load protocol (PostgreSQL ``COPY``)."""
-    copy = getattr(for_dialect(conn.dialect.name), "bench_copy", None)
-    if copy is None:
-        raise UnsupportedDialectError(f"COPY is not available on {conn.dialect.name}")
-    copy(conn, table, keys, rows)
+    for_dialect(conn.dialect).bench().copy(conn, table, keys, rows)
 
 
 def measure(
@@ -317,19 +273,18 @@ def measure(
     its module knows how (PostgreSQL ``CHECKPOINT``). Off by default: on a
     user's server (``sqla-ids bench``) that is not ours to force.
     """
-    pieces = bench_dialect(engine.dialect.name)
+    pieces = for_dialect(engine.dialect).bench()
     keys = kind.keys(rows)  # generated beforehand, outside the timing
     # Pay the garbage collector's debt for those objects now: left pending,
     # a full collection over all of them lands inside the timed insert.
     gc.collect()
     with engine.begin() as conn:
         create_table(conn, kind)
-    settle_database = getattr(pieces, "bench_settle", None)
-    if settle and settle_database is not None:
+    if settle:
         with engine.begin() as conn:
-            settle_database(conn)
+            pieces.settle(conn)
     with engine.begin() as conn:
-        wal_before = pieces.bench_wal_position(conn)
+        wal_before = pieces.wal_position(conn)
         started = time.perf_counter()
         if method == "COPY":
             insert_copy(conn, keys, rows)
@@ -337,8 +292,8 @@ def measure(
             insert_core(conn, kind, keys, rows)
     seconds = time.perf_counter() - started
     with engine.begin() as conn:
-        wal_after = pieces.bench_wal_position(conn)
-        size, density, fragmentation = pieces.bench_index_stats(conn, TABLE)
+        wal_after = pieces.wal_position(conn)
+        size, density, fragmentation = pieces.index_stats(conn, TABLE)
         conn.exec_driver_sql(f"DROP TABLE {TABLE}")
     wal = None if wal_before is None or wal_after is None else wal_after - wal_before
     drift = None if keys is None or kind.per_ms is None else clock_drift_ms(keys, kind.per_ms)
@@ -374,10 +329,10 @@ def measure_concurrent(engine: Engine, url: str, kind: Kind, rows: int, writers:
     The clock starts when every process has connected (a barrier), so
     process start-up is not counted.
     """
-    pieces = bench_dialect(engine.dialect.name)
+    pieces = for_dialect(engine.dialect).bench()
     with engine.begin() as conn:
         create_table(conn, kind)
-        wal_before = pieces.bench_wal_position(conn)
+        wal_before = pieces.wal_position(conn)
     context = multiprocessing.get_context("spawn")
     start_line = context.Barrier(writers + 1)
     processes = [
@@ -396,8 +351,8 @@ def measure_concurrent(engine: Engine, url: str, kind: Kind, rows: int, writers:
     seconds = time.perf_counter() - started
     failed = [p.exitcode for p in processes if p.exitcode]
     with engine.begin() as conn:
-        wal_after = pieces.bench_wal_position(conn)
-        size, density, fragmentation = pieces.bench_index_stats(conn, TABLE)
+        wal_after = pieces.wal_position(conn)
+        size, density, fragmentation = pieces.index_stats(conn, TABLE)
         conn.exec_driver_sql(f"DROP TABLE {TABLE}")
     wal = None if wal_before is None or wal_after is None else wal_after - wal_before
     if failed or start_line.broken:
@@ -430,11 +385,11 @@ def scratch_area(url: URL | str) -> Iterator[Scratch]:
     Our server function is installed inside it, so it goes with it.
     """
     url = make_url(url)
-    pieces = bench_dialect(url.get_backend_name())
+    pieces = for_dialect(url.get_backend_name()).bench()
     name = f"sqla_ids_bench_{secrets.token_hex(3)}"
     admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
     try:
-        scratch_url = pieces.bench_scratch_create(admin, url, name)
+        scratch_url = pieces.scratch_create(admin, url, name)
         try:
             engine = sa.create_engine(scratch_url)
             register_uuid7_function(engine)
@@ -453,7 +408,7 @@ def scratch_area(url: URL | str) -> Iterator[Scratch]:
             finally:
                 engine.dispose()
         finally:
-            pieces.bench_scratch_drop(admin, url, name)
+            pieces.scratch_drop(admin, url, name)
     finally:
         admin.dispose()
 
@@ -493,7 +448,7 @@ def insert_table(
     its smallest WAL volume (WAL is counted server-wide).
     """
     engine = scratch.engine
-    columns = bench_dialect(engine.dialect.name).bench_key_ddl(engine.dialect)
+    columns = for_dialect(engine.dialect).bench().key_ddl(engine.dialect)
     table_rows: list[list[object]] = []
     for method in methods:
         measure(engine, kinds()[0], min(rows, 2_000), method)  # warm-up, not reported
@@ -555,7 +510,7 @@ def rate_table(label: str, engine: Engine, rows: int, rates: Sequence[int]) -> T
 
     Ours against a UUIDv7 whose bits after the millisecond are random.
     """
-    method = "COPY" if "COPY" in bench_dialect(engine.dialect.name).BENCH_METHODS else "core"
+    method = "COPY" if "COPY" in for_dialect(engine.dialect).bench().methods else "core"
     table_rows: list[list[object]] = []
     bigint = measure(engine, Kind("bigint", "bigint"), rows, method)
     table_rows.append(["bigint identity", "-", _percent(bigint.density), _mib(bigint.index_bytes)])

@@ -16,11 +16,11 @@ from typing import Any
 
 from sqlalchemy.engine import URL
 
+from sqla_ids.dialects import for_dialect
 from sqla_ids.identifiers.layout import PRESETS
 from sqla_ids.tools.insert_benchmark import (
     Kind,
     Measure,
-    bench_dialect,
     measure,
     measure_concurrent,
     scratch_area,
@@ -150,7 +150,7 @@ def run_layout_benchmark(
     say = progress or (lambda _message: None)
     with scratch_area(url) as scratch:
         engine = scratch.engine
-        pieces = bench_dialect(engine.dialect.name)
+        pieces = for_dialect(engine.dialect).bench()
         report = LayoutBenchmark(
             dialect="mariadb"
             if getattr(engine.dialect, "is_mariadb", False)
@@ -180,7 +180,7 @@ def run_layout_benchmark(
             result = measure(engine, kind, rows)
             base = base or result
             report.results.append(_row(kind, result, rows, 1, base))
-        if writers > 1 and pieces.BENCH_CONCURRENT:
+        if writers > 1 and pieces.concurrent:
             together = [bigint, Kind("UUIDv4", "uuid", "uuid4")]
             together += [Kind(f"UUIDv7 {layout}", "uuid", "uuid7", layout) for layout in layouts]
             if scratch.server_function_error is None:

@@ -34,6 +34,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.expression import Executable
 
+from sqla_ids.dialects import for_dialect
+from sqla_ids.dialects.scanning import Scanning
 from sqla_ids.identifiers import UUIDFormatError, parse_uuid
 from sqla_ids.tools.columns import (
     CandidateColumn,
@@ -42,7 +44,6 @@ from sqla_ids.tools.columns import (
     table_clause,
 )
 from sqla_ids.tools.connections import connection_for, scan_transaction
-from sqla_ids.tools.dialects import ToolsDialect, tools_dialect
 from sqla_ids.tools.limits import TimeBudget
 
 # Only these kinds can be compared value by value (documents and arrays cannot).
@@ -172,7 +173,7 @@ class _Scanner:
 
     def __init__(self, connection: Connection, budget: TimeBudget, report: RelationsReport):
         self.connection = connection
-        self.sql: ToolsDialect = tools_dialect(connection.dialect.name)
+        self.sql: Scanning = for_dialect(connection.dialect).scanning()
         self.budget = budget
         self.report = report
 

@@ -69,9 +69,7 @@ class OrderNumberFormatCheck(ColumnElement[bool]):
 @compiles(OrderNumberFormatCheck)
 def _compile_format_check(element: OrderNumberFormatCheck, compiler: SQLCompiler, **kw: Any) -> str:
     column_sql = compiler.preparer.quote(element.column.name)
-    text: str = for_dialect(compiler.dialect.name).order_number_format_check(
-        column_sql, element.layout
-    )
+    text: str = for_dialect(compiler.dialect).order_number_format_check(column_sql, element.layout)
     return text
 
 
@@ -203,14 +201,12 @@ class FormattedOrderNumber(TypeDecorator[str]):
         schema = table.schema
 
         def create(target: sa.Table, connection: Connection, **kw: Any) -> None:
-            for_dialect(connection.dialect.name).order_number_create_sequence(
+            for_dialect(connection.dialect).order_number_create_sequence(
                 connection, sequence, schema
             )
 
         def drop(target: sa.Table, connection: Connection, **kw: Any) -> None:
-            for_dialect(connection.dialect.name).order_number_drop_sequence(
-                connection, sequence, schema
-            )
+            for_dialect(connection.dialect).order_number_drop_sequence(connection, sequence, schema)
 
         event.listen(table, "before_create", create)
         event.listen(table, "after_drop", drop)
@@ -232,7 +228,7 @@ class FormattedOrderNumber(TypeDecorator[str]):
         """
         if self.sequence is None:
             raise ValueError("this FormattedOrderNumber has no sequence")
-        dialect = for_dialect(connection.dialect.name)
+        dialect = for_dialect(connection.dialect)
         scheme = self._scheme
         while True:
             value = dialect.order_number_next_value(connection, self.sequence, schema)

@@ -18,7 +18,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause
 from sqlalchemy.sql.visitors import InternalTraversal
 
-from sqla_ids.dialects import UnsupportedDialectError, for_dialect
+from sqla_ids.dialects import for_dialect
 from sqla_ids.identifiers import month_partitions
 from sqla_ids.identifiers.partition import DEFAULT_BUCKET_BITS
 
@@ -58,7 +58,7 @@ def uuid7_partition_key(
 @compiles(_PartitionKey)
 def _compile_partition_key(element: _PartitionKey, compiler: Any, **kw: Any) -> str:
     inner = compiler.process(element.expr, **kw)
-    sql: str = for_dialect(compiler.dialect.name).uuid7_timestamp_ms_sql(inner)
+    sql = for_dialect(compiler.dialect).uuid7_timestamp_ms_sql(inner)
     return f"({sql} >> {element.bucket_bits})"
 
 
@@ -70,9 +70,9 @@ def month_partition_ddl(
     Partitions are named ``<table>_pYYYY_MM`` and bounded by
     ``lowest_uuid7`` of each month's first instant (half-open ranges).
     """
-    module = for_dialect("postgresql")
+    database = for_dialect("postgresql")
     return [
-        module.uuid7_month_partition_sql(table, schema, f"{table}_{p.name}", p.low, p.high)
+        database.uuid7_month_partition_sql(table, schema, f"{table}_{p.name}", p.low, p.high)
         for p in month_partitions(first, months)
     ]
 
@@ -84,11 +84,9 @@ def create_month_partitions(
 
     Existing partitions are kept (``IF NOT EXISTS``). Returns the statements run.
     """
-    module = for_dialect(connection.dialect.name)
-    if not hasattr(module, "uuid7_month_partition_sql"):
-        raise UnsupportedDialectError(
-            f"UUIDv7 range partitions are a PostgreSQL feature, not {connection.dialect.name}"
-        )
+    database = for_dialect(connection.dialect)
+    if not database.range_partitions:
+        database.unsupported("UUIDv7 range partitions", "a PostgreSQL feature")
     statements = month_partition_ddl(table, first, months, schema=schema)
     for statement in statements:
         connection.exec_driver_sql(statement)

@@ -15,8 +15,8 @@ returned is greater, whichever connection made either. It puts a database
 ``SEQUENCE`` (``sqla_ids_uuid7_serial_seq``) after the millisecond, so it
 gives away how many values were made in between; PostgreSQL and MariaDB
 10.3+ (MySQL has no sequences). On SQLite both names call the process-wide
-generator. The SQL of each database lives in its module under
-:mod:`sqla_ids.dialects`.
+generator. The SQL of each database lives in its class under
+:mod:`sqla_ids.dialects` (``dialects/<database>/ddl.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.ext.compiler import compiles
 
 from sqla_ids.dialects import UnsupportedDialectError, for_dialect
@@ -41,61 +41,55 @@ def _function(serial: bool) -> str:
     return UUID7_SERIAL_FUNCTION if serial else UUID7_FUNCTION
 
 
-def uuid7_function_create_sql(dialect_name: str, serial: bool = False) -> list[str]:
-    """SQL statements that create the function on ``dialect_name`` (none on SQLite).
+def uuid7_function_create_sql(dialect: Dialect | str, serial: bool = False) -> list[str]:
+    """SQL statements creating the function on ``dialect`` (or dialect name); none on SQLite.
 
     ``serial=True``: the sequence and ``sqla_ids_uuid7_serial()`` instead.
     """
-    module = for_dialect(dialect_name)
-    statements: list[str] = (
-        module.uuid7_serial_function_create_sql(UUID7_SERIAL_FUNCTION, UUID7_SERIAL_SEQUENCE)
+    database = for_dialect(dialect)
+    return (
+        database.uuid7_serial_function_create_sql(UUID7_SERIAL_FUNCTION, UUID7_SERIAL_SEQUENCE)
         if serial
-        else module.uuid7_function_create_sql(UUID7_FUNCTION)
+        else database.uuid7_function_create_sql(UUID7_FUNCTION)
     )
-    return statements
 
 
-def uuid7_function_drop_sql(dialect_name: str, serial: bool = False) -> list[str]:
-    """SQL statements that drop the function on ``dialect_name`` (none on SQLite).
+def uuid7_function_drop_sql(dialect: Dialect | str, serial: bool = False) -> list[str]:
+    """SQL statements dropping the function on ``dialect`` (or dialect name); none on SQLite.
 
     ``serial=True``: ``sqla_ids_uuid7_serial()`` and its sequence instead.
     """
-    module = for_dialect(dialect_name)
-    statements: list[str] = (
-        module.uuid7_serial_function_drop_sql(UUID7_SERIAL_FUNCTION, UUID7_SERIAL_SEQUENCE)
+    database = for_dialect(dialect)
+    return (
+        database.uuid7_serial_function_drop_sql(UUID7_SERIAL_FUNCTION, UUID7_SERIAL_SEQUENCE)
         if serial
-        else module.uuid7_function_drop_sql(UUID7_FUNCTION)
+        else database.uuid7_function_drop_sql(UUID7_FUNCTION)
     )
-    return statements
 
 
-def uuid7_column_default_sql(dialect_name: str, serial: bool = False) -> str:
-    """The ``DEFAULT`` SQL of a column filled by the function on ``dialect_name``.
+def uuid7_column_default_sql(dialect: Dialect | str, serial: bool = False) -> str:
+    """The ``DEFAULT`` SQL of a column filled by the function on ``dialect`` (or dialect name).
 
     ``sqla_ids_uuid7()`` on PostgreSQL, ``(sqla_ids_uuid7())`` on SQLite; on
     MariaDB/MySQL a nil placeholder that :func:`uuid7_column_trigger_sql`'s
     trigger replaces. ``serial=True`` calls ``sqla_ids_uuid7_serial()``.
     """
-    sql: str = for_dialect(dialect_name).uuid7_column_default_sql(_function(serial))
-    return sql
+    return for_dialect(dialect).uuid7_column_default_sql(_function(serial))
 
 
 def uuid7_column_trigger_sql(
-    dialect_name: str, table: str, column: str, serial: bool = False
+    dialect: Dialect | str, table: str, column: str, serial: bool = False
 ) -> list[str]:
     """Extra DDL making ``table.column`` server-filled (MariaDB/MySQL trigger; else none).
 
     ``table`` and ``column`` must already be quoted for the dialect.
     """
-    statements: list[str] = for_dialect(dialect_name).uuid7_column_after_create_sql(
-        _function(serial), table, column
-    )
-    return statements
+    return for_dialect(dialect).uuid7_column_after_create_sql(_function(serial), table, column)
 
 
 def uuid7_serial_supported(dialect: sa.engine.Dialect) -> bool:
     """Whether ``sqla_ids_uuid7_serial()`` can exist on ``dialect`` (it needs sequences)."""
-    return bool(for_dialect(dialect.name).uuid7_serial_supported(dialect))
+    return for_dialect(dialect).uuid7_serial_supported(dialect)
 
 
 def install_uuid7_function(connection: Connection, serial: bool = False) -> None:
@@ -113,27 +107,27 @@ def install_uuid7_function(connection: Connection, serial: bool = False) -> None
             f"{UUID7_SERIAL_FUNCTION}() needs database sequences: PostgreSQL or "
             f"MariaDB 10.3+, not {dialect.name} {_version(dialect)}"
         )
-    for statement in uuid7_function_create_sql(dialect.name):
+    for statement in uuid7_function_create_sql(dialect):
         connection.exec_driver_sql(statement)
     if serial:
-        for statement in uuid7_function_create_sql(dialect.name, serial=True):
+        for statement in uuid7_function_create_sql(dialect, serial=True):
             connection.exec_driver_sql(statement)
-    register = getattr(for_dialect(dialect.name), "uuid7_function_register", None)
-    if register is not None:
+    database = for_dialect(dialect)
+    if database.client_functions:
         for name in (UUID7_FUNCTION, UUID7_SERIAL_FUNCTION):
-            register(connection.connection.dbapi_connection, name)
+            database.uuid7_function_register(connection.connection.dbapi_connection, name)
 
 
 def _version(dialect: sa.engine.Dialect) -> str:
-    return ".".join(str(part) for part in getattr(dialect, "server_version_info", None) or ())
+    return ".".join(str(part) for part in dialect.server_version_info or ())
 
 
 def remove_uuid7_function(connection: Connection) -> None:
     """Drop ``sqla_ids_uuid7()`` and, where it can exist, the serial one, if they exist."""
-    for statement in uuid7_function_drop_sql(connection.dialect.name):
+    for statement in uuid7_function_drop_sql(connection.dialect):
         connection.exec_driver_sql(statement)
     if uuid7_serial_supported(connection.dialect):
-        for statement in uuid7_function_drop_sql(connection.dialect.name, serial=True):
+        for statement in uuid7_function_drop_sql(connection.dialect, serial=True):
             connection.exec_driver_sql(statement)
 
 
@@ -143,13 +137,13 @@ def register_uuid7_function(engine: Engine) -> None:
     Needed on SQLite, whose functions live in the client; a no-op elsewhere
     (install the function once with :func:`install_uuid7_function`).
     """
-    register = getattr(for_dialect(engine.dialect.name), "uuid7_function_register", None)
-    if register is None:
+    database = for_dialect(engine.dialect)
+    if not database.client_functions:
         return
 
     def on_connect(dbapi_connection: Any, connection_record: Any) -> None:
         for name in (UUID7_FUNCTION, UUID7_SERIAL_FUNCTION):
-            register(dbapi_connection, name)
+            database.uuid7_function_register(dbapi_connection, name)
 
     if not sa.event.contains(engine, "connect", on_connect):
         sa.event.listen(engine, "connect", on_connect)
@@ -211,7 +205,7 @@ def _listen_after_create(column: sa.Column[Any], table: sa.Table) -> None:
             column.server_default.serial
         )
         for statement in uuid7_column_trigger_sql(
-            connection.dialect.name,
+            connection.dialect,
             preparer.format_table(target),
             preparer.quote(column.name),
             serial=serial,
@@ -242,9 +236,9 @@ class _UUIDv7SerialServerCall(_UUIDv7ServerCall):
 
 @compiles(_UUIDv7ServerCall)
 def _compile_server_call(element: _UUIDv7ServerCall, compiler: Any, **kw: Any) -> str:
-    return uuid7_column_default_sql(compiler.dialect.name)
+    return uuid7_column_default_sql(compiler.dialect)
 
 
 @compiles(_UUIDv7SerialServerCall)
 def _compile_serial_server_call(element: _UUIDv7SerialServerCall, compiler: Any, **kw: Any) -> str:
-    return uuid7_column_default_sql(compiler.dialect.name, serial=True)
+    return uuid7_column_default_sql(compiler.dialect, serial=True)

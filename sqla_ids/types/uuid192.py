@@ -42,9 +42,8 @@ class UUID192Type(sa.types.TypeDecorator[UUID192]):
         return UUID192
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        """Binary storage of up to 24 bytes, as the dialect's module says."""
-        storage: TypeEngine[Any] = for_dialect(dialect.name).uuid192_storage()
-        return dialect.type_descriptor(storage)
+        """Binary storage of up to 24 bytes, as the database says."""
+        return dialect.type_descriptor(for_dialect(dialect).uuid192_storage())
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> bytes | None:
         """``UUID192`` (or its text form) → 16/24 bytes."""
@@ -96,5 +95,4 @@ def uuid192_uuid(expr: ColumnElement[Any]) -> ColumnElement[Any]:
 @compiles(_UUID192Leading)
 def _compile_leading(element: _UUID192Leading, compiler: Any, **kw: Any) -> str:
     inner = compiler.process(element.expr, **kw)
-    sql: str = for_dialect(compiler.dialect.name).uuid192_uuid_sql(inner)
-    return sql
+    return for_dialect(compiler.dialect).uuid192_uuid_sql(inner)

@@ -3,8 +3,8 @@
 A ``TypeDecorator`` over :class:`sqlalchemy.Uuid`, so every dialect keeps
 its usual storage (PostgreSQL ``uuid``, SQLite ``CHAR(32)``…). Where the
 usual storage would not keep time order, or where there is a choice
-(MariaDB native ``UUID`` vs ``CHAR(32)``, SQL Server), the dialect's module
-in :mod:`sqla_ids.dialects` picks the storage.
+(MariaDB native ``UUID`` vs ``CHAR(32)``, SQL Server), the database's
+:class:`~sqla_ids.dialects.Database` picks the storage.
 """
 
 from __future__ import annotations
@@ -69,13 +69,16 @@ class UUIDv7(sa.types.TypeDecorator[uuid.UUID]):
         return uuid.UUID
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        """Storage chosen by the dialect's module (plain ``Uuid`` if it has no opinion)."""
+        """Storage chosen by the database (:meth:`Database.uuid7_storage`).
+
+        A database sqla_ids does not know (Oracle, CockroachDB…) gets
+        SQLAlchemy's own ``Uuid`` storage: its native UUID type or ``CHAR(32)``.
+        """
         try:
-            module = for_dialect(dialect.name)
+            database = for_dialect(dialect)
         except UnsupportedDialectError:
             return dialect.type_descriptor(sa.Uuid())
-        storage: TypeEngine[Any] = module.uuid7_storage(self, dialect)
-        return dialect.type_descriptor(storage)
+        return dialect.type_descriptor(database.uuid7_storage(self, dialect))
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> uuid.UUID | None:
         """Accept ``uuid.UUID`` or any spelling :func:`parse_uuid` reads."""

@@ -19,14 +19,15 @@ so the migration's writes do not touch those values.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.migration import analysis, state, strategies
+from sqla_ids.migration.dialect import MigrationDialect
 from sqla_ids.migration.keys import RawType
-from sqla_ids.migration.plan import (
+from sqla_ids.migration.model import (
     OLD_COLUMN_COMMENT,
     Blockers,
     ColumnDefinition,
@@ -39,7 +40,6 @@ from sqla_ids.migration.plan import (
 )
 from sqla_ids.migration.strategies import Fill, execute_sql, literal
 
-TRANSACTIONAL = False
 IDENTIFIER_QUOTE = "`"
 #: Longest table/column/index name MariaDB and MySQL accept (characters).
 MAX_IDENTIFIER_CHARS = 64
@@ -693,4 +693,25 @@ def downgrade_steps(connection: Connection, plan: PkMigrationPlan) -> list[Step]
     return steps
 
 
-STRATEGY = Swap()
+class MySQLMigration(MigrationDialect):
+    """MySQL and MariaDB: filled temporary columns swapped in, step by step."""
+
+    identifier_quote: ClassVar[str] = IDENTIFIER_QUOTE
+    strategy: ClassVar[strategies.Strategy] = Swap()
+    primary_key = staticmethod(primary_key)
+    columns = staticmethod(columns)
+    foreign_keys = staticmethod(foreign_keys)
+    find_references = staticmethod(find_references)
+    resolve_inheritance = staticmethod(resolve_inheritance)
+    identifier_limit = staticmethod(identifier_limit)
+    column_type_sql = staticmethod(column_type_sql)
+    find_blockers = staticmethod(find_blockers)
+    find_views = staticmethod(find_views)
+    find_routines = staticmethod(find_routines)
+    find_dependents = staticmethod(find_dependents)
+    key_default = staticmethod(key_default)
+    uuid7_key_default = staticmethod(uuid7_key_default)
+    table_sql = staticmethod(table_sql)
+    column_definitions = staticmethod(column_definitions)
+    preserved_columns = staticmethod(preserved_columns)
+    next_old_key = staticmethod(next_old_key)

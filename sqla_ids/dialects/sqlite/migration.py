@@ -13,7 +13,7 @@ old table. Downgrade recreates each table from its original ``CREATE`` SQL.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -21,9 +21,10 @@ from sqlalchemy.schema import CreateTable
 
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.migration import analysis, strategies
-from sqla_ids.migration.dialects import _reflected
+from sqla_ids.migration import reflected as _reflected
+from sqla_ids.migration.dialect import MigrationDialect
 from sqla_ids.migration.keys import RawType, uuid_type
-from sqla_ids.migration.plan import (
+from sqla_ids.migration.model import (
     Blockers,
     ColumnDefinition,
     Dependent,
@@ -31,10 +32,10 @@ from sqla_ids.migration.plan import (
     Reference,
     Routine,
     View,
+    refuse,
 )
 from sqla_ids.migration.progress import Progress
 
-TRANSACTIONAL = True
 IDENTIFIER_QUOTE = '"'
 _OLD_PREFIX = "_sqla_ids_old_"
 
@@ -95,8 +96,33 @@ def column_type_sql(connection: Connection, table: str, column: str) -> str:
 def find_references(
     connection: Connection, inspector: sa.Inspector, table: str, column: str
 ) -> list[Reference]:
-    """Every FK whose referred columns include the key (``PRAGMA foreign_key_list`` order)."""
-    return _reflected.find_references(connection, inspector, table, column)
+    """Every FK whose referred columns include the key (``PRAGMA foreign_key_list`` order).
+
+    The inspector pairs composite FK columns by ordinal position, so the
+    referencing column is the one at the key's position.
+    """
+    refs: list[Reference] = []
+    for t in sorted(inspector.get_table_names()):
+        cols = {c["name"]: c for c in inspector.get_columns(t)}
+        for fk in inspector.get_foreign_keys(t):
+            if fk["referred_table"] != table or column not in fk["referred_columns"]:
+                continue
+            local = fk["constrained_columns"][fk["referred_columns"].index(column)]
+            # SQLite's foreign keys may have no name: they live in the CREATE TABLE.
+            name = fk.get("name")
+            refs.append(
+                Reference(
+                    table=t,
+                    column=local,
+                    nullable=bool(cols[local]["nullable"]),
+                    type_sql=column_type_sql(connection, t, local),
+                    constraint=name or "(unnamed)",
+                    columns=list(fk["constrained_columns"]),
+                    referred_columns=list(fk["referred_columns"]),
+                    options=dict(fk.get("options") or {}),
+                )
+            )
+    return refs
 
 
 def find_blockers(
@@ -189,8 +215,31 @@ def find_dependents(
     column: str,
     affected: dict[str, set[str]],
 ) -> list[Dependent]:
-    """Listed for the dry run; the rebuild recreates every index from its own SQL."""
-    return _reflected.find_dependents(inspector, table, column, affected)
+    """Listed for the dry run; the rebuild recreates every index from its own SQL.
+
+    Indexes, unique constraints and child primary keys over affected columns.
+    """
+    deps: list[Dependent] = []
+    for t, cols in affected.items():
+        pk = inspector.get_pk_constraint(t)
+        pk_cols = list(pk.get("constrained_columns") or [])
+        if t != table and cols & set(pk_cols):
+            deps.append(Dependent(t, pk.get("name") or "PRIMARY", "primary", pk_cols))
+        uniques = inspector.get_unique_constraints(t)
+        unique_names = {u["name"] for u in uniques}
+        for u in uniques:
+            if cols & set(u["column_names"]) and u["name"]:
+                deps.append(Dependent(t, u["name"], "unique", list(u["column_names"])))
+        for ix in inspector.get_indexes(t):
+            ix_cols = [c for c in ix["column_names"] if c is not None]
+            if ix.get("duplicates_constraint") or ix["name"] in unique_names:
+                continue
+            if cols & set(ix_cols):
+                if None in ix["column_names"]:
+                    raise refuse(f"expression index {ix['name']} on {t} uses the key")
+                kind = "unique" if ix["unique"] else "index"
+                deps.append(Dependent(t, str(ix["name"]), kind, ix_cols))
+    return deps
 
 
 def key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
@@ -359,4 +408,25 @@ class Rebuild(strategies.Strategy):
         strategies.recreate_views(connection, plan)
 
 
-STRATEGY = Rebuild()
+class SQLiteMigration(MigrationDialect):
+    """SQLite: the affected tables rebuilt, in one transaction."""
+
+    identifier_quote: ClassVar[str] = IDENTIFIER_QUOTE
+    strategy: ClassVar[strategies.Strategy] = Rebuild()
+    primary_key = staticmethod(primary_key)
+    columns = staticmethod(columns)
+    foreign_keys = staticmethod(foreign_keys)
+    find_references = staticmethod(find_references)
+    resolve_inheritance = staticmethod(resolve_inheritance)
+    identifier_limit = staticmethod(identifier_limit)
+    column_type_sql = staticmethod(column_type_sql)
+    find_blockers = staticmethod(find_blockers)
+    find_views = staticmethod(find_views)
+    find_routines = staticmethod(find_routines)
+    find_dependents = staticmethod(find_dependents)
+    key_default = staticmethod(key_default)
+    uuid7_key_default = staticmethod(uuid7_key_default)
+    table_sql = staticmethod(table_sql)
+    column_definitions = staticmethod(column_definitions)
+    preserved_columns = staticmethod(preserved_columns)
+    next_old_key = staticmethod(next_old_key)

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.migration import analysis, strategies
-from sqla_ids.migration.dialects import _reflected
-from sqla_ids.migration.plan import (
+from sqla_ids.migration import reflected as _reflected
+from sqla_ids.migration.dialect import MigrationDialect
+from sqla_ids.migration.model import (
     OLD_COLUMN_COMMENT,
     Blockers,
     ColumnDefinition,
@@ -39,7 +40,6 @@ from sqla_ids.migration.plan import (
 )
 from sqla_ids.migration.strategies import Fill, execute_sql, literal
 
-TRANSACTIONAL = True
 IDENTIFIER_QUOTE = '"'
 #: PostgreSQL silently truncates longer identifiers (NAMEDATALEN - 1 bytes).
 MAX_IDENTIFIER_BYTES = 63
@@ -791,4 +791,25 @@ def _restore_default(connection: Connection, plan: PkMigrationPlan) -> None:
             )
 
 
-STRATEGY = AlterType()
+class PostgreSQLMigration(MigrationDialect):
+    """PostgreSQL: every affected column converted in place, in one transaction."""
+
+    identifier_quote: ClassVar[str] = IDENTIFIER_QUOTE
+    strategy: ClassVar[strategies.Strategy] = AlterType()
+    primary_key = staticmethod(primary_key)
+    columns = staticmethod(columns)
+    foreign_keys = staticmethod(foreign_keys)
+    find_references = staticmethod(find_references)
+    resolve_inheritance = staticmethod(resolve_inheritance)
+    identifier_limit = staticmethod(identifier_limit)
+    column_type_sql = staticmethod(column_type_sql)
+    find_blockers = staticmethod(find_blockers)
+    find_views = staticmethod(find_views)
+    find_routines = staticmethod(find_routines)
+    find_dependents = staticmethod(find_dependents)
+    key_default = staticmethod(key_default)
+    uuid7_key_default = staticmethod(uuid7_key_default)
+    table_sql = staticmethod(table_sql)
+    column_definitions = staticmethod(column_definitions)
+    preserved_columns = staticmethod(preserved_columns)
+    next_old_key = staticmethod(next_old_key)

@@ -1,16 +1,19 @@
-"""SQL Server pieces of sqla_ids.
-
-Each feature adds its own section below; keep sections independent.
-"""
+"""SQL Server: the storage of ``UUIDv7`` columns (the only feature it has)."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeEngine
 
+from sqla_ids.dialects.base import Database
 from sqla_ids.identifiers import from_sqlserver_order, parse_uuid, to_sqlserver_order
+
+if TYPE_CHECKING:
+    from sqla_ids.types.uuid7 import UUIDv7
 
 # --- uuid7 types ---
 # SQL Server compares ``uniqueidentifier`` bytes 10-15 first, then 8-9, 6-7,
@@ -45,11 +48,18 @@ class _Binary16(sa.types.TypeDecorator[uuid.UUID]):
         return None if value is None else parse_uuid(bytes(value))
 
 
-def uuid7_storage(type_: Any, dialect: Any) -> Any:
-    """Storage type of a ``UUIDv7`` column, by its ``sqlserver_storage`` option."""
-    storage = type_.sqlserver_storage
-    if storage == "ordered":
-        return _OrderedUniqueIdentifier()
-    if storage == "binary":
-        return _Binary16()
-    return sa.Uuid()
+class SQLServer(Database):
+    """SQL Server: ``UUIDv7`` columns only (no server function, order numbers or migration)."""
+
+    names: ClassVar[tuple[str, ...]] = ("mssql",)
+    label: ClassVar[str] = "SQL Server"
+    alter_table_add_check: ClassVar[bool] = True
+
+    def uuid7_storage(self, type_: UUIDv7, dialect: Dialect) -> TypeEngine[Any]:
+        """Storage type of a ``UUIDv7`` column, by its ``sqlserver_storage`` option."""
+        storage = type_.sqlserver_storage
+        if storage == "ordered":
+            return _OrderedUniqueIdentifier()
+        if storage == "binary":
+            return _Binary16()
+        return sa.Uuid()

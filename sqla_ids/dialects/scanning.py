@@ -1,22 +1,19 @@
-"""Dialect-specific SQL of the scanning tools, one module per database family.
+"""What the UUID tools (``find``, ``relations``) need from a database.
 
-Each ``sqla_ids/dialects/<dialect>.py`` names its module here in
-``TOOLS_MODULE`` (its ``# --- tools ---`` section), so the dialect lookup
-stays in one place (:func:`sqla_ids.dialects.for_dialect`).
+Each database's ``scanning.py`` subclasses :class:`Scanning`; get it with
+``for_dialect(connection.dialect).scanning()``.
 """
 
 from __future__ import annotations
 
-import importlib
+from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
-
-from sqla_ids.dialects import UnsupportedDialectError, for_dialect
 
 
 class Spellings(NamedTuple):
@@ -39,12 +36,14 @@ class Spellings(NamedTuple):
         )
 
 
-class ToolsDialect(Protocol):
-    """What every ``sqla_ids.tools.dialects`` module provides."""
+class Scanning(ABC):
+    """The SQL of the UUID tools on one database."""
 
+    @abstractmethod
     def fallback_kind(self, sqltype: TypeEngine[Any]) -> str | None:
         """Column kind for a type the generic classification does not know."""
 
+    @abstractmethod
     def match_clause(
         self,
         column: ColumnElement[Any],
@@ -55,24 +54,16 @@ class ToolsDialect(Protocol):
     ) -> ColumnElement[bool]:
         """A condition true when ``column`` (of ``kind``) holds ``uuid``."""
 
+    @abstractmethod
     def hex_expression(self, column: ColumnElement[Any], kind: str) -> ColumnElement[Any]:
         """The column's value as 32 lower-case hex digits (for comparing columns)."""
 
+    @abstractmethod
     def time_limit(
         self, connection: Connection, seconds: float | None
     ) -> AbstractContextManager[None]:
         """Limit the statements run inside the block to ``seconds`` on the server."""
 
+    @abstractmethod
     def is_timeout(self, error: BaseException) -> bool:
         """True when ``error`` is the server cancelling a statement for its time limit."""
-
-
-def tools_dialect(dialect_name: str) -> ToolsDialect:
-    """The tools' SQL for the SQLAlchemy dialect ``dialect_name``."""
-    module_name = getattr(for_dialect(dialect_name), "TOOLS_MODULE", None)
-    if module_name is None:
-        raise UnsupportedDialectError(
-            f"the UUID tools do not support dialect {dialect_name!r} yet "
-            "(supported: postgresql, mariadb/mysql, sqlite)"
-        )
-    return cast(ToolsDialect, importlib.import_module(module_name))

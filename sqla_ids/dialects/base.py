@@ -1,0 +1,217 @@
+"""The database object every feature asks, and the registry that finds it.
+
+Modelled on Alembic's ``ddl/impl.py``: one class per database family
+(:class:`~sqla_ids.dialects.postgresql.PostgreSQL`,
+:class:`~sqla_ids.dialects.mysql.MySQL` and its subclass
+:class:`~sqla_ids.dialects.mysql.MariaDB`,
+:class:`~sqla_ids.dialects.sqlite.SQLite`,
+:class:`~sqla_ids.dialects.mssql.SQLServer`), registered under the SQLAlchemy
+dialect names it serves. What a database can do is a documented class
+attribute; what it does differently is a method. Every method of this base
+class raises :class:`UnsupportedDialectError` naming the database and the
+feature, so a database that lacks a feature fails the same way everywhere.
+
+Bigger concerns have their own objects, built on first use by the database's
+own subpackage: :meth:`Database.scanning` (the UUID tools' SQL),
+:meth:`Database.bench` (the insert benchmark) and :meth:`Database.migration`
+(key migration). The SQL itself lives next to the class, grouped by database
+then by concern: ``dialects/<database>/ddl.py``, ``scanning.py``, ``bench.py``,
+``migration.py``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
+
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.types import TypeEngine
+
+from sqla_ids.errors import SqlaIdsError
+
+if TYPE_CHECKING:  # concern objects: imported by each database on first use
+    from sqla_ids.dialects.bench import Bench
+    from sqla_ids.dialects.scanning import Scanning
+    from sqla_ids.migration.dialect import MigrationDialect
+    from sqla_ids.order_numbers.layout import Layout
+    from sqla_ids.types.uuid7 import UUIDv7
+
+
+class UnsupportedDialectError(SqlaIdsError, NotImplementedError):
+    """The database has no support in sqla_ids for the feature asked for."""
+
+
+_REGISTRY: dict[str, type[Database]] = {}
+
+
+class Database:
+    """What sqla_ids knows about one database family.
+
+    Subclasses set :attr:`names` and are registered when their class body
+    runs. Use :func:`for_dialect` to get the instance for a dialect.
+    """
+
+    names: ClassVar[tuple[str, ...]] = ()
+    """SQLAlchemy dialect names served by this class (the registry's keys)."""
+    label: ClassVar[str] = "this database"
+    """The database's name in messages ("PostgreSQL", "MariaDB"…)."""
+
+    alter_table_add_check: ClassVar[bool] = False
+    """``ALTER TABLE … ADD CONSTRAINT … CHECK`` works on an existing table
+    (SQLite cannot: Alembic ops leave the CHECK to the next table rebuild)."""
+    client_functions: ClassVar[bool] = False
+    """SQL functions live in the client and are registered on every new
+    connection (:meth:`uuid7_function_register`), as on SQLite."""
+    range_partitions: ClassVar[bool] = False
+    """``PARTITION BY RANGE`` on a UUIDv7 key (:meth:`uuid7_month_partition_sql`)."""
+    function_in_default: ClassVar[bool] = False
+    """A column ``DEFAULT`` may call a function (MariaDB/MySQL forbid stored
+    functions there: a ``BEFORE INSERT`` trigger fills the column instead)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in cls.names:
+            _REGISTRY[name] = cls
+
+    def __repr__(self) -> str:
+        return f"<sqla_ids database {self.label}>"
+
+    # --- errors ---------------------------------------------------------------
+
+    def unsupported(self, feature: str, hint: str = "") -> NoReturn:
+        """Raise :class:`UnsupportedDialectError` for ``feature`` on this database."""
+        message = f"{feature} is not supported on {self.label}"
+        raise UnsupportedDialectError(f"{message} ({hint})" if hint else message)
+
+    # --- concerns (built by each database's subpackage) ------------------------
+
+    def scanning(self) -> Scanning:
+        """The SQL of the UUID tools (``find``, ``relations``) on this database."""
+        self.unsupported("searching for UUIDs", "supported: PostgreSQL, MariaDB/MySQL, SQLite")
+
+    def bench(self) -> Bench:
+        """The insert benchmark's SQL on this database."""
+        self.unsupported("the insert benchmark", "supported: PostgreSQL, MariaDB/MySQL, SQLite")
+
+    def migration(self) -> MigrationDialect:
+        """Reflection and strategy of the key migration on this database."""
+        self.unsupported("migrating keys to UUIDv7", "supported: PostgreSQL, MariaDB/MySQL, SQLite")
+
+    # --- UUIDv7 columns ---------------------------------------------------------
+
+    def uuid7_storage(self, type_: UUIDv7, dialect: Dialect) -> TypeEngine[Any]:
+        """Storage type of a ``UUIDv7`` column."""
+        self.unsupported("a UUIDv7 column type")
+
+    def uuid7_timestamp_ms_sql(self, inner: str) -> str:
+        """SQL of the Unix milliseconds stored in the UUIDv7 expression ``inner``."""
+        self.unsupported("reading a UUIDv7's timestamp in SQL")
+
+    def uuid7_month_partition_sql(
+        self, table: str, schema: str | None, name: str, low: Any, high: Any
+    ) -> str:
+        """``CREATE TABLE … PARTITION OF`` for one UUIDv7 range ``[low, high)``."""
+        self.unsupported("UUIDv7 range partitions", "a PostgreSQL feature")
+
+    def uuid192_storage(self) -> TypeEngine[Any]:
+        """Storage of a ``UUID192Type`` column (up to 24 bytes, compared bytewise)."""
+        self.unsupported("the UUID192Type column type")
+
+    def uuid192_uuid_sql(self, inner: str) -> str:
+        """SQL of the leading UUID of a UUID192 value, as the UUID storage compares."""
+        self.unsupported("UUID192 expressions")
+
+    # --- server-side UUIDv7 function ------------------------------------------
+
+    def uuid7_function_create_sql(self, name: str) -> list[str]:
+        """Statements creating the UUIDv7 function ``name()``."""
+        self.unsupported("the server-side UUIDv7 function")
+
+    def uuid7_function_drop_sql(self, name: str) -> list[str]:
+        """Statements dropping the UUIDv7 function ``name()``."""
+        self.unsupported("the server-side UUIDv7 function")
+
+    def uuid7_column_default_sql(self, name: str) -> str:
+        """``DEFAULT`` expression of a column filled by the function ``name()``."""
+        self.unsupported("the server-side UUIDv7 function")
+
+    def uuid7_column_after_create_sql(self, name: str, table: str, column: str) -> list[str]:
+        """Extra DDL after creating a table with such a column (quoted names)."""
+        return []
+
+    def uuid7_function_register(self, dbapi_connection: Any, name: str) -> None:
+        """Register ``name()`` on one DBAPI connection (client-side functions only)."""
+        self.unsupported("registering UUIDv7 functions on a connection")
+
+    def uuid7_serial_supported(self, dialect: Dialect) -> bool:
+        """Whether ``sqla_ids_uuid7_serial()`` can exist (it needs sequences)."""
+        return False
+
+    def uuid7_serial_function_create_sql(self, name: str, sequence: str) -> list[str]:
+        """Statements creating ``sequence`` and the serial UUIDv7 function ``name()``."""
+        self.unsupported("the serial UUIDv7 function", "it needs database sequences")
+
+    def uuid7_serial_function_drop_sql(self, name: str, sequence: str) -> list[str]:
+        """Statements dropping the serial function and its sequence."""
+        self.unsupported("the serial UUIDv7 function", "it needs database sequences")
+
+    # --- order numbers -----------------------------------------------------------
+
+    def order_number_create_sequence(
+        self, connection: Connection, name: str, schema: str | None
+    ) -> None:
+        """Create the order-number sequence ``name`` (no-op if it exists)."""
+        self.unsupported("order-number sequences")
+
+    def order_number_drop_sequence(
+        self, connection: Connection, name: str, schema: str | None
+    ) -> None:
+        """Drop the order-number sequence ``name`` if it exists."""
+        self.unsupported("order-number sequences")
+
+    def order_number_next_value(self, connection: Connection, name: str, schema: str | None) -> int:
+        """The next value of the sequence: atomic across connections, never rolled back."""
+        self.unsupported("order-number sequences")
+
+    def order_number_format_check(self, column_sql: str, layout: Layout) -> str:
+        """CHECK constraint text: ``column_sql`` matches exactly the display format."""
+        self.unsupported("the order-number format CHECK")
+
+
+def registered() -> dict[str, type[Database]]:
+    """SQLAlchemy dialect name → database class, for every registered database."""
+    return dict(_REGISTRY)
+
+
+_INSTANCES: dict[type[Database], Database] = {}
+
+
+def _is_mariadb(dialect: Dialect) -> bool:
+    # A ``mysql+driver://`` URL gives a MySQL dialect that learns it talks to
+    # MariaDB when it first connects (``mariadb+driver://`` knows from the start).
+    from sqlalchemy.dialects.mysql.base import MySQLDialect
+
+    return isinstance(dialect, MySQLDialect) and dialect.is_mariadb
+
+
+def for_dialect(dialect: Dialect | str) -> Database:
+    """The :class:`Database` for a SQLAlchemy dialect (or dialect/backend name).
+
+    A MySQL dialect connected to MariaDB gives :class:`MariaDB`.
+    Unknown databases raise :class:`UnsupportedDialectError` naming them.
+    """
+    import sqla_ids.dialects  # noqa: F401 - registers the built-in databases
+
+    if isinstance(dialect, str):
+        name = dialect
+    else:
+        name = "mariadb" if _is_mariadb(dialect) else dialect.name
+    try:
+        cls = _REGISTRY[name]
+    except KeyError:
+        supported = ", ".join(sorted(_REGISTRY))
+        raise UnsupportedDialectError(
+            f"database {name!r} is not supported by sqla_ids (supported: {supported})"
+        ) from None
+    if cls not in _INSTANCES:
+        _INSTANCES[cls] = cls()
+    return _INSTANCES[cls]

@@ -1,0 +1,11 @@
+"""MySQL and MariaDB support.
+
+- ``ddl.py`` (DDL and column types)
+- ``scanning.py`` (UUID tools)
+- ``bench.py`` (insert benchmark)
+- ``migration.py`` (key migration)
+"""
+
+from sqla_ids.dialects.mysql.ddl import MariaDB, MySQL
+
+__all__ = ["MariaDB", "MySQL"]

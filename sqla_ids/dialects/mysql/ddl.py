@@ -1,0 +1,245 @@
+"""MySQL and MariaDB: DDL and column types (order-number sequences, UUIDv7
+storage, the server-side UUIDv7 function and its triggers, UUID192 SQL).
+
+:class:`MariaDB` inherits everything from :class:`MySQL` and adds what only
+MariaDB has (sequences, the native ``UUID`` type).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.types import TypeEngine
+
+from sqla_ids.dialects.base import Database
+
+if TYPE_CHECKING:
+    from sqla_ids.dialects.bench import Bench
+    from sqla_ids.dialects.scanning import Scanning
+    from sqla_ids.migration.dialect import MigrationDialect
+    from sqla_ids.order_numbers.layout import Layout
+    from sqla_ids.types.uuid7 import UUIDv7
+
+
+class MySQL(Database):
+    """MySQL: no native UUID type, no sequences; functions filled in by triggers."""
+
+    names: ClassVar[tuple[str, ...]] = ("mysql",)
+    label: ClassVar[str] = "MySQL"
+    alter_table_add_check: ClassVar[bool] = True
+    function_in_default: ClassVar[bool] = False
+
+    def scanning(self) -> Scanning:
+        """SQL of the UUID tools (native ``UUID``, ``BINARY(16)``, ``CHAR``, JSON)."""
+        from sqla_ids.dialects.mysql.scanning import MySQLScanning
+
+        return MySQLScanning()
+
+    def bench(self) -> Bench:
+        """The insert benchmark in a throw-away database."""
+        from sqla_ids.dialects.mysql.bench import MySQLBench
+
+        return MySQLBench()
+
+    def migration(self) -> MigrationDialect:
+        """Filled temporary columns swapped in, resumable step by step."""
+        from sqla_ids.dialects.mysql.migration import MySQLMigration
+
+        return MySQLMigration()
+
+    # --- order numbers -----------------------------------------------------------
+    # MySQL has no SEQUENCE: order-number defaults need MariaDB (below). The
+    # CHECK constraint uses REGEXP on both.
+
+    def order_number_create_sequence(
+        self, connection: Connection, name: str, schema: str | None
+    ) -> None:
+        """MySQL has no sequences: raises :class:`UnsupportedDialectError`."""
+        self.unsupported("order-number sequences", "they need MariaDB 10.3 or later")
+
+    def order_number_drop_sequence(
+        self, connection: Connection, name: str, schema: str | None
+    ) -> None:
+        """Nothing to drop: MySQL has no sequences."""
+
+    def order_number_next_value(self, connection: Connection, name: str, schema: str | None) -> int:
+        """MySQL has no sequences: raises :class:`UnsupportedDialectError`."""
+        self.unsupported("order-number sequences", "they need MariaDB 10.3 or later")
+
+    def order_number_format_check(self, column_sql: str, layout: Layout) -> str:
+        """CHECK constraint text: the column matches the display regex."""
+        # Backslashes are escapes in MariaDB string literals; letters must match
+        # case-sensitively whatever the column's collation.
+        pattern = layout.display_regex().replace("\\", "\\\\")
+        if not layout.alphabet.symbols.isdecimal():
+            pattern = "(?-i)" + pattern
+        return f"{column_sql} REGEXP '{pattern}'"
+
+    # --- uuid7 types ---
+    # MySQL has no UUID type: CHAR(32) hex, SQLAlchemy 2.0's choice, whose text
+    # order is the UUID's byte order (time order for UUIDv7).
+    def uuid7_storage(self, type_: UUIDv7, dialect: Dialect) -> TypeEngine[Any]:
+        """Storage type of a ``UUIDv7`` column: ``CHAR(32)``."""
+        return sa.Uuid(native_uuid=False)
+
+    # --- uuid7 server function ---
+    # MariaDB/MySQL forbid stored functions in DEFAULT, so a column gets a nil
+    # placeholder default and a BEFORE INSERT trigger replaces it. The function is
+    # one RETURN expression (no BEGIN ... END), so offline scripts need no
+    # DELIMITER. It packs a 1/4096 ms tick (RFC 9562 §6.2 method 3) kept strictly
+    # increasing per connection in a user variable; ``@@timestamp`` is the
+    # statement's Unix time, independent of the session time zone. It returns 32
+    # hex digits, which both native UUID and CHAR(32) columns accept.
+    _UUID7_NIL = "00000000000000000000000000000000"
+    _UUID7_FUNCTION = """\
+CREATE FUNCTION IF NOT EXISTS {name}() RETURNS CHAR(32) CHARSET ascii NOT DETERMINISTIC NO SQL
+RETURN LOWER(CONCAT(
+  LPAD(HEX((@sqla_ids_uuid7_tick := GREATEST(CAST(@@timestamp * 4096000 AS UNSIGNED),
+    COALESCE(@sqla_ids_uuid7_tick + 1, 0))) >> 12), 12, '0'),
+  '7', LPAD(HEX(@sqla_ids_uuid7_tick & 4095), 3, '0'),
+  HEX(8 | (ASCII(RANDOM_BYTES(1)) & 3)), SUBSTRING(HEX(RANDOM_BYTES(8)), 2)))"""
+
+    def uuid7_function_create_sql(self, name: str) -> list[str]:
+        """Statements creating the UUIDv7 function ``name()``."""
+        return [self._UUID7_FUNCTION.format(name=name)]
+
+    def uuid7_function_drop_sql(self, name: str) -> list[str]:
+        """Statements dropping the UUIDv7 function ``name()``."""
+        return [f"DROP FUNCTION IF EXISTS {name}"]
+
+    def uuid7_column_default_sql(self, name: str) -> str:
+        """``DEFAULT`` of a server-filled column: a nil placeholder the trigger replaces."""
+        return f"'{self._UUID7_NIL}'"
+
+    def uuid7_column_after_create_sql(self, name: str, table: str, column: str) -> list[str]:
+        """The BEFORE INSERT trigger filling ``column`` (already quoted names)."""
+        # The trigger lives in the table's schema: `db`.`t` -> `db`.`t_id_uuid7`.
+        schema, _, table_name = table.rpartition(".")
+        trigger = (
+            f"{schema + '.' if schema else ''}`{table_name.strip('`')}_{column.strip('`')}_uuid7`"
+        )
+        return [
+            f"CREATE TRIGGER IF NOT EXISTS {trigger} BEFORE INSERT ON {table} FOR EACH ROW "
+            f"SET NEW.{column} = IF(NEW.{column} IS NULL OR NEW.{column} = '{self._UUID7_NIL}', "
+            f"{name}(), NEW.{column})"
+        ]
+
+    # --- uuid7 sql expressions ---
+    # UUID192 is VARBINARY(24) (indexable, unlike BLOB). In string context a
+    # native UUID reads with dashes and a CHAR(32) one without, so the SQL strips
+    # dashes; 32 lowercase hex digits compare equal to either storage.
+    def uuid192_storage(self) -> Any:
+        """Storage of a ``UUID192Type`` column: ``VARBINARY(24)``."""
+        return sa.VARBINARY(24)
+
+    def uuid192_uuid_sql(self, inner: str) -> str:
+        """SQL of the leading UUID of a UUID192 value (32 hex digits)."""
+        return f"LOWER(HEX(SUBSTRING({inner}, 1, 16)))"
+
+    def uuid7_timestamp_ms_sql(self, inner: str) -> str:
+        """SQL of the Unix milliseconds stored in a UUIDv7."""
+        return f"CAST(CONV(LEFT(REPLACE(CAST({inner} AS CHAR), '-', ''), 12), 16, 10) AS UNSIGNED)"
+
+
+class MariaDB(MySQL):
+    """MariaDB: MySQL plus sequences (10.3+) and a native ``UUID`` type (10.7+)."""
+
+    names: ClassVar[tuple[str, ...]] = ("mariadb",)
+    label: ClassVar[str] = "MariaDB"
+
+    def scanning(self) -> Scanning:
+        """SQL of the UUID tools, with MariaDB's statement time limit."""
+        from sqla_ids.dialects.mysql.scanning import MariaDBScanning
+
+        return MariaDBScanning()
+
+    def bench(self) -> Bench:
+        """The insert benchmark in a throw-away database (native ``UUID`` keys on 10.7+)."""
+        from sqla_ids.dialects.mysql.bench import MariaDBBench
+
+        return MariaDBBench()
+
+    # --- order numbers -----------------------------------------------------------
+    # MariaDB >= 10.3 has SEQUENCE objects.
+
+    def order_number_create_sequence(
+        self, connection: Connection, name: str, schema: str | None
+    ) -> None:
+        """Create the order-number sequence ``name`` (no-op if it exists)."""
+        if not connection.dialect.supports_sequences:
+            super().order_number_create_sequence(connection, name, schema)
+        sequence = sa.Sequence(name, schema=schema, start=1)
+        connection.execute(sa.schema.CreateSequence(sequence, if_not_exists=True))
+
+    def order_number_drop_sequence(
+        self, connection: Connection, name: str, schema: str | None
+    ) -> None:
+        """Drop the order-number sequence ``name`` if it exists."""
+        if connection.dialect.supports_sequences:
+            connection.execute(
+                sa.schema.DropSequence(sa.Sequence(name, schema=schema), if_exists=True)
+            )
+
+    def order_number_next_value(self, connection: Connection, name: str, schema: str | None) -> int:
+        """``NEXTVAL`` of the sequence: atomic across connections, never rolled back."""
+        sequence = sa.Sequence(name, schema=schema)
+        return int(connection.execute(sa.select(sequence.next_value())).scalar_one())
+
+    # --- uuid7 types ---
+    # MariaDB >= 10.7 has a native 16-byte ``UUID`` type. It stores (and sorts)
+    # every UUID other than version 1 in plain byte order, so UUIDv7 keeps time
+    # order (verified in tests/test_types_uuid7.py). SQLAlchemy 2.1 picks native
+    # UUID on MariaDB and 2.0 picks CHAR(32); we choose explicitly so both
+    # versions create the same column.
+    NATIVE_UUID: ClassVar[tuple[int, ...]] = (10, 7)
+    """First MariaDB release with the native ``UUID`` type."""
+
+    @classmethod
+    def native_uuid(cls, dialect: Dialect) -> bool:
+        """Whether the connected server has the native ``UUID`` type."""
+        return tuple(dialect.server_version_info or ()) >= cls.NATIVE_UUID
+
+    def uuid7_storage(self, type_: UUIDv7, dialect: Dialect) -> TypeEngine[Any]:
+        """Native ``UUID`` on MariaDB ≥ 10.7 (unless ``mariadb_native=False``), or ``CHAR(32)``."""
+        if type_.mariadb_native and self.native_uuid(dialect):
+            # ``UUID`` renders the native type on both SQLAlchemy 2.0 and 2.1; on
+            # 2.0 it binds 32-hex text, which MariaDB's UUID type accepts.
+            return sa.UUID()
+        return super().uuid7_storage(type_, dialect)
+
+    # The serial variant, ``sqla_ids_uuid7_serial()``, orders values across
+    # connections with the layout of the PostgreSQL one: the millisecond, then 44
+    # bits of a SEQUENCE (MariaDB >= 10.3; its cache is shared by all
+    # connections, so values come out in call order), then 28 random bits. It
+    # reads the clock at the call (``SYSDATE(6)``), not at the statement's start
+    # like ``@@timestamp``, so a long statement cannot stamp late rows early.
+    # ``UNIX_TIMESTAMP`` of a local time is exact unless the session time zone
+    # has daylight saving (one ambiguous hour a year); the per-connection
+    # millisecond never goes back.
+    _UUID7_SERIAL_MAX = 2**44 - 1
+    _UUID7_SERIAL_FUNCTION = """\
+CREATE FUNCTION IF NOT EXISTS {name}() RETURNS CHAR(32) CHARSET ascii
+NOT DETERMINISTIC MODIFIES SQL DATA
+RETURN LOWER(CONCAT(
+  LPAD(HEX(@sqla_ids_uuid7_serial_ms := GREATEST(
+    CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000 AS UNSIGNED), COALESCE(@sqla_ids_uuid7_serial_ms, 0))),
+    12, '0'),
+  '7', INSERT(LPAD(HEX(NEXTVAL({sequence})), 11, '0'), 4, 0, '8'),
+  SUBSTRING(HEX(RANDOM_BYTES(4)), 2)))"""
+
+    def uuid7_serial_supported(self, dialect: Dialect) -> bool:
+        """MariaDB 10.3+ has sequences."""
+        return bool(dialect.supports_sequences)
+
+    def uuid7_serial_function_create_sql(self, name: str, sequence: str) -> list[str]:
+        """Statements creating ``sequence`` and the serial UUIDv7 function ``name()``."""
+        return [
+            f"CREATE SEQUENCE IF NOT EXISTS {sequence} MAXVALUE {self._UUID7_SERIAL_MAX} CYCLE",
+            self._UUID7_SERIAL_FUNCTION.format(name=name, sequence=sequence),
+        ]
+
+    def uuid7_serial_function_drop_sql(self, name: str, sequence: str) -> list[str]:
+        """Statements dropping the serial function and its sequence."""
+        return [f"DROP FUNCTION IF EXISTS {name}", f"DROP SEQUENCE IF EXISTS {sequence}"]

@@ -1,0 +1,11 @@
+"""PostgreSQL support.
+
+- ``ddl.py`` (DDL and column types)
+- ``scanning.py`` (UUID tools)
+- ``bench.py`` (insert benchmark)
+- ``migration.py`` (key migration)
+"""
+
+from sqla_ids.dialects.postgresql.ddl import PostgreSQL
+
+__all__ = ["PostgreSQL"]

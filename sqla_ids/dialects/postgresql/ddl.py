@@ -1,0 +1,206 @@
+"""PostgreSQL: DDL and column types (order-number sequences, UUIDv7 storage,
+the server-side UUIDv7 function, UUID192 and partition SQL).
+
+Each feature has its own section in the class; keep sections independent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+from uuid import UUID
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from sqla_ids.dialects.base import Database
+
+if TYPE_CHECKING:
+    from sqla_ids.dialects.bench import Bench
+    from sqla_ids.dialects.scanning import Scanning
+    from sqla_ids.migration.dialect import MigrationDialect
+    from sqla_ids.order_numbers.layout import Layout
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class PostgreSQL(Database):
+    """PostgreSQL: native ``uuid``, sequences, SQL functions usable in ``DEFAULT``."""
+
+    names: ClassVar[tuple[str, ...]] = ("postgresql",)
+    label: ClassVar[str] = "PostgreSQL"
+    alter_table_add_check: ClassVar[bool] = True
+    function_in_default: ClassVar[bool] = True
+    range_partitions: ClassVar[bool] = True
+
+    def scanning(self) -> Scanning:
+        """SQL of the UUID tools (``uuid``, ``bytea``, text, ``jsonb``, arrays)."""
+        from sqla_ids.dialects.postgresql.scanning import PostgreSQLScanning
+
+        return PostgreSQLScanning()
+
+    def bench(self) -> Bench:
+        """The insert benchmark in a throw-away schema, with ``COPY`` and WAL bytes."""
+        from sqla_ids.dialects.postgresql.bench import PostgreSQLBench
+
+        return PostgreSQLBench()
+
+    def migration(self) -> MigrationDialect:
+        """In-place ``ALTER COLUMN … TYPE uuid`` in one transaction."""
+        from sqla_ids.dialects.postgresql.migration import PostgreSQLMigration
+
+        return PostgreSQLMigration()
+
+    # --- order numbers -----------------------------------------------------------
+    # A real SEQUENCE feeds FormattedOrderNumber's default; the CHECK constraint
+    # is a POSIX regular expression (``~``).
+
+    def order_number_create_sequence(
+        self, connection: Connection, name: str, schema: str | None
+    ) -> None:
+        """Create the order-number sequence ``name`` (no-op if it exists)."""
+        sequence = sa.Sequence(name, schema=schema, start=1)
+        connection.execute(sa.schema.CreateSequence(sequence, if_not_exists=True))
+
+    def order_number_drop_sequence(
+        self, connection: Connection, name: str, schema: str | None
+    ) -> None:
+        """Drop the order-number sequence ``name`` if it exists."""
+        connection.execute(sa.schema.DropSequence(sa.Sequence(name, schema=schema), if_exists=True))
+
+    def order_number_next_value(self, connection: Connection, name: str, schema: str | None) -> int:
+        """``nextval`` of the sequence: atomic across connections, never rolled back."""
+        sequence = sa.Sequence(name, schema=schema)
+        return int(connection.execute(sa.select(sequence.next_value())).scalar_one())
+
+    def order_number_format_check(self, column_sql: str, layout: Layout) -> str:
+        """CHECK constraint text: the column matches the display regex."""
+        return f"{column_sql} ~ '{layout.display_regex()}'"
+
+    # --- uuid7 types ---
+    # PostgreSQL's native ``uuid`` compares bytes left to right, so UUIDv7 values
+    # sort by time as stored.
+    def uuid7_storage(self, type_: Any, dialect: Any) -> Any:
+        """Storage type of a ``UUIDv7`` column: native ``uuid``."""
+        return sa.Uuid()
+
+    # --- uuid7 server function ---
+    # PostgreSQL >= 18 has a native ``uuidv7()``; older servers get our function.
+    # It packs a 1/4096 ms tick (12 sub-millisecond bits in rand_a, RFC 9562 §6.2
+    # method 3) kept strictly increasing per database session in a custom
+    # setting, so values from one connection always increase; across connections
+    # they follow the server clock. It is one SQL expression, so the planner
+    # inlines it (no PL/pgSQL call per row: about 2.5x faster). The hex of the
+    # tick is 12 digits of milliseconds + 3 of sub-millisecond; ``overlay(... FOR
+    # 0)`` inserts the version digit between them, and gen_random_uuid() gives
+    # the variant and 62 random bits. The version test runs on the server (a DO
+    # block), so offline ``--sql`` scripts work too.
+    _UUID7_SQL = """\
+CREATE OR REPLACE FUNCTION {name}() RETURNS uuid LANGUAGE sql VOLATILE AS $fn$
+SELECT (overlay(lpad(to_hex(set_config('sqla_ids.uuid7_tick', greatest(
+    (extract(epoch FROM clock_timestamp()) * 4096000)::bigint,
+    coalesce(nullif(current_setting('sqla_ids.uuid7_tick', true), '')::bigint + 1, 0)
+  )::text, false)::bigint), 15, '0') PLACING '7' FROM 13 FOR 0)
+  || substr(gen_random_uuid()::text, 20))::uuid
+$fn$"""
+
+    _UUID7_INSTALL = """\
+DO $do$
+BEGIN
+  IF current_setting('server_version_num')::int >= 180000 THEN
+    EXECUTE 'CREATE OR REPLACE FUNCTION {name}() RETURNS uuid LANGUAGE sql VOLATILE '
+      'AS ''SELECT uuidv7()''';
+  ELSE
+    EXECUTE $sql${body}$sql$;
+  END IF;
+END
+$do$"""
+
+    def uuid7_function_create_sql(self, name: str) -> list[str]:
+        """Statements creating the UUIDv7 function ``name()``."""
+        return [self._UUID7_INSTALL.format(name=name, body=self._UUID7_SQL.format(name=name))]
+
+    def uuid7_function_drop_sql(self, name: str) -> list[str]:
+        """Statements dropping the UUIDv7 function ``name()``."""
+        return [f"DROP FUNCTION IF EXISTS {name}()"]
+
+    def uuid7_column_default_sql(self, name: str) -> str:
+        """``DEFAULT`` expression of a column filled by the function."""
+        return f"{name}()"
+
+    def uuid7_column_after_create_sql(self, name: str, table: str, column: str) -> list[str]:
+        """Extra DDL after creating a table with such a column: none on PostgreSQL."""
+        return []
+
+    # The serial variant, ``sqla_ids_uuid7_serial()``, orders values across
+    # connections: after the millisecond come 44 bits of a SEQUENCE (12 in rand_a,
+    # 32 after the variant nibble, which is fixed to 8), then 28 random bits.
+    # nextval is atomic and CACHE 1 hands out values in call order, so a call that
+    # starts after another has returned gets a later-or-equal millisecond and a
+    # larger sequence value: a greater UUID, whichever connection made it. The
+    # millisecond is also kept from going back per session, like the tick above.
+    # The sequence's name is schema-qualified when the function is created (a DO
+    # block puts current_schema() in place of @seq@), so callers with another
+    # search_path work.
+    UUID7_SERIAL_MAX = 2**44 - 1
+    """Largest sequence value the serial layout holds; the sequence cycles after it."""
+
+    _UUID7_SERIAL_SQL = """\
+CREATE OR REPLACE FUNCTION {name}() RETURNS uuid LANGUAGE sql VOLATILE AS $fn$
+SELECT (lpad(to_hex(set_config('sqla_ids.uuid7_serial_ms', greatest(
+    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+    coalesce(nullif(current_setting('sqla_ids.uuid7_serial_ms', true), '')::bigint, 0)
+  )::text, false)::bigint), 12, '0') || '7'
+  || overlay(lpad(to_hex(nextval('@seq@'::regclass)), 11, '0') PLACING '8' FROM 4 FOR 0)
+  || substr(gen_random_uuid()::text, 1, 7))::uuid
+$fn$"""
+
+    def uuid7_serial_supported(self, dialect: Any) -> bool:
+        """Every supported PostgreSQL has sequences."""
+        return True
+
+    def uuid7_serial_function_create_sql(self, name: str, sequence: str) -> list[str]:
+        """Statements creating ``sequence`` and the serial UUIDv7 function ``name()``."""
+        body = self._UUID7_SERIAL_SQL.format(name=name)
+        return [
+            # CACHE 1: a per-session cache would hand out values out of call order.
+            f"CREATE SEQUENCE IF NOT EXISTS {sequence} AS bigint MAXVALUE {self.UUID7_SERIAL_MAX} "
+            "CACHE 1 CYCLE",
+            f"DO $do$\nBEGIN\n  EXECUTE replace($sql${body}$sql$, $q$'@seq@'$q$,\n"
+            f"    quote_literal(quote_ident(current_schema()) || '.{sequence}'));\nEND\n$do$",
+        ]
+
+    def uuid7_serial_function_drop_sql(self, name: str, sequence: str) -> list[str]:
+        """Statements dropping the serial function and its sequence."""
+        return [f"DROP FUNCTION IF EXISTS {name}()", f"DROP SEQUENCE IF EXISTS {sequence}"]
+
+    # --- uuid7 sql expressions ---
+    # UUID192 is ``bytea``; its first 16 bytes are the UUID. A UUIDv7's
+    # millisecond timestamp is its first 12 hex digits.
+    def uuid192_storage(self) -> Any:
+        """Storage of a ``UUID192Type`` column: ``bytea``."""
+        from sqlalchemy.dialects.postgresql import BYTEA
+
+        return BYTEA()
+
+    def uuid192_uuid_sql(self, inner: str) -> str:
+        """SQL of the leading UUID of a UUID192 value."""
+        return f"CAST(encode(substring({inner} FROM 1 FOR 16), 'hex') AS uuid)"
+
+    def uuid7_timestamp_ms_sql(self, inner: str) -> str:
+        """SQL of the Unix milliseconds stored in a UUIDv7 (bigint)."""
+        return f"('x' || substr(replace(CAST({inner} AS text), '-', ''), 1, 12))::bit(48)::bigint"
+
+    def uuid7_month_partition_sql(
+        self, table: str, schema: str | None, name: str, low: Any, high: Any
+    ) -> str:
+        """``CREATE TABLE … PARTITION OF`` for one UUIDv7 range ``[low, high)``."""
+        # Plain DDL strings (offline scripts too): names are quoted here, and
+        # the bounds are uuid.UUID values, whose text is hex digits and dashes.
+        prefix = f"{_quote(schema)}." if schema else ""
+        return (
+            f"CREATE TABLE IF NOT EXISTS {prefix}{_quote(name)} "
+            f"PARTITION OF {prefix}{_quote(table)} "
+            f"FOR VALUES FROM ('{UUID(str(low))}') TO ('{UUID(str(high))}')"
+        )
