@@ -74,7 +74,7 @@ def test_server_fills_uuid7_then_the_old_default_returns(
         with engine.connect() as conn:
             plan = migrate_pk_to_uuid7(conn, f"{p}parent", seed=5)
             conn.commit()
-        assert plan.new_default["kind"] == "uuid7_function"
+        assert plan.new_default.kind == "uuid7_function"
         with engine.connect() as conn:
             migrated = [
                 _as_uuid(v) for v in conn.exec_driver_sql(f"SELECT id FROM {p}parent").scalars()
@@ -125,7 +125,7 @@ def test_explicit_or_no_default(postgresql_engine: Engine) -> None:
                 plan_pk_migration(conn, f"{p}parent", server_default=None)  # type: ignore[arg-type]
             plan = migrate_pk_to_uuid7(conn, f"{p}parent", server_default="gen_random_uuid()")
             conn.commit()
-        assert plan.new_default == {"kind": "expression", "sql": "gen_random_uuid()"}
+        assert (plan.new_default.kind, plan.new_default.sql) == ("expression", "gen_random_uuid()")
         (key,) = _insert_without_key(engine, p, "explicit")
         assert _as_uuid(key).version == 4  # the caller's expression won
         with engine.connect() as conn:
@@ -133,7 +133,7 @@ def test_explicit_or_no_default(postgresql_engine: Engine) -> None:
             conn.commit()
             plan = migrate_pk_to_uuid7(conn, f"{p}parent", server_default=False)
             conn.commit()
-        assert plan.new_default["kind"] == "none"
+        assert plan.new_default.kind == "none"
         with pytest.raises(sa.exc.IntegrityError):
             _insert_without_key(engine, p, "refused")
         with engine.connect() as conn:
@@ -153,7 +153,7 @@ def test_sqlite_gets_no_server_default_and_says_so(
         with engine.connect() as conn, caplog.at_level(logging.WARNING):
             plan = migrate_pk_to_uuid7(conn, f"{p}parent")
             conn.commit()
-        assert plan.new_default["kind"] == "none"
+        assert plan.new_default.kind == "none"
         assert "uuid7_pk()" in caplog.text and f"{p}parent.id gets no server default" in caplog.text
         with engine.connect() as conn:
             restore_pk_from_uuid7(conn, f"{p}parent")

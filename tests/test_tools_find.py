@@ -12,9 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from sqla_ids.cli import main
-from sqla_ids.dialects import UnsupportedDialectError
+from sqla_ids.dialects import UnsupportedDialectError, for_dialect
 from sqla_ids.identifiers import UUIDFormatError, to_base32, uuid7, uuid7_batch
-from sqla_ids.dialects import for_dialect
 from sqla_ids.tools.find import ABSENT, FOUND, SKIPPED, find_uuid, format_report
 
 TARGET = uuid7()
@@ -227,7 +226,7 @@ def test_bad_input_is_rejected_before_connecting() -> None:
 
 
 def test_unsupported_dialect_is_named() -> None:
-    with pytest.raises(UnsupportedDialectError, match="searching for UUIDs .* SQL Server"):
+    with pytest.raises(UnsupportedDialectError, match=r"searching for UUIDs .* SQL Server"):
         for_dialect("mssql").scanning()
     with pytest.raises(UnsupportedDialectError, match="oracle"):
         for_dialect("oracle").scanning()

@@ -24,9 +24,9 @@ from alembic.autogenerate import renderers
 from alembic.autogenerate.api import AutogenContext
 from alembic.operations import MigrateOperation, Operations
 
+from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7
-from sqla_ids.dialects import for_dialect
 from sqla_ids.migration.options import PkMigrationOptions, build_options
 from sqla_ids.migration.runner import migrate_pks_to_uuid7
 

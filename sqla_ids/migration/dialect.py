@@ -24,6 +24,8 @@ from sqla_ids.migration.model import (
     Blockers,
     ColumnDefinition,
     Dependent,
+    NewKeyDefault,
+    OldKeyDefault,
     PkMigrationPlan,
     Reference,
     Routine,
@@ -120,12 +122,12 @@ class MigrationDialect(ABC):
 
     @staticmethod
     @abstractmethod
-    def key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
+    def key_default(connection: Connection, plan: PkMigrationPlan) -> OldKeyDefault:
         """How the old key is filled (identity, sequence, auto-increment…), for downgrade."""
 
     @staticmethod
     @abstractmethod
-    def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
+    def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> NewKeyDefault:
         """How the new key will be filled by the server (``sqla_ids_uuid7()``)."""
 
     @staticmethod

@@ -20,10 +20,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.identifiers import parse_uuid
-from sqla_ids.dialects import for_dialect
-from sqla_ids.migration.keys import uuid_type
+from sqla_ids.migration.mapping import uuid_type
 from sqla_ids.migration.plan import Reference, refuse
 
 #: Suffix of the history table (``customer`` -> ``customer_uuid_merges``).

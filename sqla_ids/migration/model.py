@@ -104,6 +104,65 @@ class Routine:
 
 
 @dataclass
+class OldKeyDefault:
+    """How the old key column was filled, so that a downgrade puts it back exactly."""
+
+    kind: str = "none"
+    """``none``; PostgreSQL ``identity``, ``sequence`` (owned, ``nextval``) or
+    ``expression``; MariaDB ``auto_increment``; SQLite ``rowid`` or ``autoincrement``."""
+    sequence: dict[str, Any] | None = None
+    """PostgreSQL: the identity's or owned sequence's schema, name, options and last value."""
+    always: bool = False
+    """PostgreSQL: the identity is ``GENERATED ALWAYS`` (else ``BY DEFAULT``)."""
+    expression: str | None = None
+    """PostgreSQL: the column's ``DEFAULT`` expression."""
+    counter: int | None = None
+    """MariaDB: the table's ``AUTO_INCREMENT``; SQLite: its ``sqlite_sequence`` value."""
+    numbered_up_to: int | None = None
+    """Set by the downgrade: the highest old key given to rows inserted since the migration."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OldKeyDefault:
+        """Read a stored plan's value (plans stored by 0.1 kept a dict with other keys)."""
+        data = dict(data)
+        counter = data.pop("next", None) or data.pop("seq", None)
+        data.pop("last_value", None)  # also in ``sequence``
+        if counter is not None:
+            data["counter"] = counter
+        return cls(**{"kind": "none", **data})
+
+
+@dataclass
+class NewKeyDefault:
+    """How the server fills the new key column after the migration, if at all."""
+
+    kind: str = "none"
+    """``uuid7_function`` (``sqla_ids_uuid7()``), ``expression`` (the user's
+    ``server_default=``) or ``none`` (the application sends keys)."""
+    sql: str | None = None
+    """The column's ``DEFAULT`` SQL (on MariaDB a placeholder the trigger replaces)."""
+    function: str | None = None
+    """The server function called, for ``uuid7_function``."""
+    trigger_sql: list[str] = field(default_factory=list)
+    """MariaDB/MySQL: the ``BEFORE INSERT`` trigger(s) filling the column."""
+    triggers: list[str] = field(default_factory=list)
+    """Their quoted names (dropped by the downgrade)."""
+    reason: str | None = None
+    """Why there is none (shown by the dry run)."""
+
+    def describe(self) -> str:
+        """One line saying how the new key column is filled by the server, if at all."""
+        if self.kind == "uuid7_function":
+            how = f"DEFAULT {self.sql}"
+            if self.triggers:
+                how += " + BEFORE INSERT trigger " + ", ".join(self.triggers)
+            return f"UUIDv7 from {self.function}() ({how})"
+        if self.kind == "expression":
+            return f"DEFAULT {self.sql}"
+        return f"none ({self.reason or 'not asked for'})"
+
+
+@dataclass
 class PkMigrationPlan:
     """Everything the migration of one primary key will touch, reflected up front."""
 
@@ -118,7 +177,7 @@ class PkMigrationPlan:
     row_count: int
     references: list[Reference] = field(default_factory=list)
     dependents: list[Dependent] = field(default_factory=list)
-    default: dict[str, Any] = field(default_factory=dict)
+    default: OldKeyDefault = field(default_factory=OldKeyDefault)
     table_sql: dict[str, list[str]] = field(default_factory=dict)
     timestamp_column: str | None = None
     seed: str = ""
@@ -127,7 +186,7 @@ class PkMigrationPlan:
     drop_sequence: bool = False
     server_default: str | None = None
     base_time_ms: int = 0
-    new_default: dict[str, Any] = field(default_factory=dict)
+    new_default: NewKeyDefault = field(default_factory=NewKeyDefault)
     recreate_views: bool = False
     views: list[View] = field(default_factory=list)
     columns: list[ColumnDefinition] = field(default_factory=list)
@@ -137,8 +196,8 @@ class PkMigrationPlan:
     @property
     def new_default_sql(self) -> str | None:
         """The ``DEFAULT`` SQL the new key column gets (``None``: no server default)."""
-        sql = self.new_default.get("sql", self.server_default)
-        return str(sql) if sql else None
+        sql = self.new_default.sql or self.server_default
+        return sql or None
 
     @property
     def migration_options(self) -> PkMigrationOptions:
@@ -202,6 +261,8 @@ class PkMigrationPlan:
         data["dependents"] = [Dependent(**d) for d in data["dependents"]]
         data["views"] = [View(**v) for v in data.get("views", [])]
         data["columns"] = [ColumnDefinition(**c) for c in data.get("columns", [])]
+        data["default"] = OldKeyDefault.from_dict(data.get("default") or {})
+        data["new_default"] = NewKeyDefault(**(data.get("new_default") or {}))
         return cls(**data)
 
     def describe(self) -> str:
@@ -219,9 +280,9 @@ class PkMigrationPlan:
             ),
             f"  batches of {self.batch_size} rows",
         ]
-        if self.default:
-            lines.append(f"  key default replaced: {self.default.get('kind')}")
-        lines.append(f"  new key default: {describe_new_default(self.new_default)}")
+        if self.default.kind != "none":
+            lines.append(f"  key default replaced: {self.default.kind}")
+        lines.append(f"  new key default: {self.new_default.describe()}")
         for ref in self.references:
             what = f"FK {ref.constraint}" if ref.constraint else "plain reference (no FK)"
             via = f", converted through {ref.via}" if ref.via else ""
@@ -239,21 +300,6 @@ class PkMigrationPlan:
         for warning in self.warnings:
             lines.append(f"  warning: {warning}")
         return "\n".join(lines)
-
-
-def describe_new_default(new_default: dict[str, Any]) -> str:
-    """One line saying how the new key column is filled by the server, if at all."""
-    kind = new_default.get("kind")
-    if kind == "uuid7_function":
-        how = f"DEFAULT {new_default['sql']}"
-        if new_default.get("triggers"):
-            how += " + BEFORE INSERT trigger " + ", ".join(new_default["triggers"])
-        return f"UUIDv7 from {new_default['function']}() ({how})"
-    if kind == "expression":
-        return f"DEFAULT {new_default['sql']}"
-    if kind == "none":
-        return f"none ({new_default.get('reason', 'not asked for')})"
-    return "none"
 
 
 def refuse(message: str, table: str | None = None) -> MigrationRefusedError:

@@ -34,11 +34,12 @@ from sqla_ids.migration.model import (
     Blockers,
     ColumnDefinition,
     Dependent,
+    NewKeyDefault,
+    OldKeyDefault,
     PkMigrationPlan,
     Reference,
     Routine,
     View,
-    describe_new_default,
     refuse,
 )
 from sqla_ids.migration.options import PkMigrationOptions, build_options
@@ -52,11 +53,12 @@ __all__ = [
     "Blockers",
     "ColumnDefinition",
     "Dependent",
+    "NewKeyDefault",
+    "OldKeyDefault",
     "PkMigrationPlan",
     "Reference",
     "Routine",
     "View",
-    "describe_new_default",
     "plan_pk_migration",
     "refuse",
 ]
@@ -346,11 +348,11 @@ def _assemble(ctx: _Planning) -> PkMigrationPlan:
     )
     plan.default = dialect.key_default(connection, plan)
     if isinstance(opts.server_default, str):
-        plan.new_default = {"kind": "expression", "sql": opts.server_default}
+        plan.new_default = NewKeyDefault("expression", sql=opts.server_default)
     elif opts.server_default:
         plan.new_default = dialect.uuid7_key_default(connection, plan)
     else:
-        plan.new_default = {"kind": "none", "reason": "server_default=False"}
+        plan.new_default = NewKeyDefault("none", reason="server_default=False")
     plan.table_sql = dialect.table_sql(connection, plan)
     plan.columns = dialect.column_definitions(connection, plan)
     return plan

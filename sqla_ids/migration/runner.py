@@ -23,9 +23,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
-from sqla_ids.migration import keys, state, strategies
 from sqla_ids.dialects import for_dialect
+from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
+from sqla_ids.migration import mapping, state, strategies
 from sqla_ids.migration.options import PkMigrationOptions
 from sqla_ids.migration.plan import PkMigrationPlan, plan_pk_migration, refuse
 from sqla_ids.migration.progress import logger
@@ -157,7 +157,7 @@ def _upgrade(
         state.save(connection, plan, "planned")
     before = _row_counts(connection, plan)
     if not step.startswith("swap"):
-        keys.fill_mapping(connection, plan, commit=False)
+        mapping.fill_mapping(connection, plan, commit=False)
     mapped = count(connection, plan.mapping_table)
     if mapped != before[plan.table]:
         raise MigrationVerificationError(
@@ -172,17 +172,17 @@ def _upgrade(
 def _install_new_default(connection: Connection, plan: PkMigrationPlan) -> None:
     """Create the shared ``sqla_ids_uuid7()`` the new default calls (idempotent, and
     never dropped: other tables may use it), or say why there is no default."""
-    kind = plan.new_default.get("kind")
+    kind = plan.new_default.kind
     if kind == "uuid7_function":
         from sqla_ids.types.server_functions import install_uuid7_function
 
         install_uuid7_function(connection)
-    elif kind == "none" and plan.new_default.get("reason") != "server_default=False":
+    elif kind == "none" and plan.new_default.reason != "server_default=False":
         logger.warning(
             "%s.%s gets no server default: %s",
             plan.table,
             plan.column,
-            plan.new_default.get("reason"),
+            plan.new_default.reason,
         )
 
 
@@ -306,7 +306,7 @@ def _number_new_rows(connection: Connection, plan: PkMigrationPlan, dialect: Any
             f"{len(missing)} rows of {plan.table} were created after the migration and have no"
             f" old {plan.key_kind} key; give them one in {plan.old_column} first"
         )
-    mapping = keys.mapping_table(plan)
+    pairs = mapping.mapping_table(plan)
     top = connection.execute(sa.select(sa.func.max(parent.c[plan.old_column]))).scalar() or 0
     for offset, new_key in enumerate(missing, start=1):
         old = dialect.next_old_key(connection, plan)
@@ -317,8 +317,8 @@ def _number_new_rows(connection: Connection, plan: PkMigrationPlan, dialect: Any
             .where(parent.c[plan.column] == new_key)
             .values({plan.old_column: old, **{k: parent.c[k] for k in keep}})
         )
-        connection.execute(sa.insert(mapping).values(old_key=old, new_key=new_key))
-        plan.default["numbered_up_to"] = old  # a recreated sequence continues after it
+        connection.execute(sa.insert(pairs).values(old_key=old, new_key=new_key))
+        plan.default.numbered_up_to = old  # a recreated sequence continues after it
 
 
 def _downgrade(
@@ -333,5 +333,5 @@ def _downgrade(
             _number_new_rows(connection, plan, dialect)
     strategy.downgrade(connection, plan, step)
     _verify_final(connection, plan, before)
-    keys.mapping_table(plan).drop(connection, checkfirst=True)
+    mapping.mapping_table(plan).drop(connection, checkfirst=True)
     state.forget(connection, plan.table)

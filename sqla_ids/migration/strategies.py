@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.errors import MigrationVerificationError
-from sqla_ids.migration import keys
+from sqla_ids.migration import mapping
 from sqla_ids.migration.model import PkMigrationPlan, View
 from sqla_ids.migration.progress import Progress
 
@@ -99,16 +99,16 @@ def fill(
 ) -> None:
     """Run every :class:`Fill` through the mapping table, one key range at a time
     (``source_key``/``target_key``: ``"old_key"``/``"new_key"`` or the reverse)."""
-    mapping = keys.mapping_table(plan)
+    pairs = mapping.mapping_table(plan)
     for f in fills:
         names = {f.source, f.target, *f.keep, *(c for pair in f.copy for c in pair)}
         t = sa.table(f.table, *(sa.column(n) for n in sorted(names)))
-        values: dict[str, Any] = {f.target: mapping.c[target_key]}
+        values: dict[str, Any] = {f.target: pairs.c[target_key]}
         values.update({target: t.c[source] for target, source in f.copy})
         values.update({k: t.c[k] for k in f.keep})
         progress = Progress(f"{f.table}.{f.source}", count(connection, f.table))
-        for after, up_to in keys.key_ranges(connection, plan, source_key):
-            where = [mapping.c[source_key] == t.c[f.source], t.c[f.source] <= up_to]
+        for after, up_to in mapping.key_ranges(connection, plan, source_key):
+            where = [pairs.c[source_key] == t.c[f.source], t.c[f.source] <= up_to]
             if after is not None:
                 where.append(t.c[f.source] > after)
             done = connection.execute(sa.update(t).values(values).where(*where)).rowcount
@@ -123,7 +123,7 @@ def verify_filled(
     target_key: str,
 ) -> None:
     """Every non-null source has its target, equal to the mapping's value for it."""
-    mapping = keys.mapping_table(plan)
+    pairs = mapping.mapping_table(plan)
     for f in fills:
         t = sa.table(f.table, sa.column(f.source), sa.column(f.target))
         expected = count(connection, t, t.c[f.source].is_not(None))
@@ -131,10 +131,10 @@ def verify_filled(
             sa.select(sa.func.count())
             .select_from(t)
             .join(
-                mapping,
+                pairs,
                 sa.and_(
-                    mapping.c[source_key] == t.c[f.source],
-                    mapping.c[target_key] == t.c[f.target],
+                    pairs.c[source_key] == t.c[f.source],
+                    pairs.c[target_key] == t.c[f.target],
                 ),
             )
         ).scalar_one()

@@ -26,12 +26,14 @@ from sqlalchemy.engine import Connection
 
 from sqla_ids.migration import analysis, state, strategies
 from sqla_ids.migration.dialect import MigrationDialect
-from sqla_ids.migration.keys import RawType
+from sqla_ids.migration.mapping import RawType
 from sqla_ids.migration.model import (
     OLD_COLUMN_COMMENT,
     Blockers,
     ColumnDefinition,
     Dependent,
+    NewKeyDefault,
+    OldKeyDefault,
     PkMigrationPlan,
     Reference,
     Routine,
@@ -327,7 +329,7 @@ def find_views(
 _TRIGGER_NAME = re.compile(r"CREATE TRIGGER (?:IF NOT EXISTS )?(`(?:[^`]|``)+`|\S+) ", re.I)
 
 
-def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
+def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> NewKeyDefault:
     """The new key's default: the function's nil placeholder plus a ``BEFORE INSERT``
     trigger that replaces it (MariaDB/MySQL allow no stored function in ``DEFAULT``)."""
     from sqla_ids.types.server_functions import (
@@ -336,9 +338,8 @@ def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str
         uuid7_column_trigger_sql,
     )
 
-    name = connection.dialect.name
     trigger_sql = uuid7_column_trigger_sql(
-        name, _quote(connection, plan.table), _quote(connection, plan.column)
+        connection.dialect, _quote(connection, plan.table), _quote(connection, plan.column)
     )
     triggers = []
     for sql in trigger_sql:
@@ -352,13 +353,13 @@ def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str
                 " server_default=False (and fill the key from the client) or rename the table"
             )
         triggers.append(trigger)
-    return {
-        "kind": "uuid7_function",
-        "function": UUID7_FUNCTION,
-        "sql": uuid7_column_default_sql(name),
-        "trigger_sql": trigger_sql,
-        "triggers": triggers,
-    }
+    return NewKeyDefault(
+        "uuid7_function",
+        function=UUID7_FUNCTION,
+        sql=uuid7_column_default_sql(connection.dialect),
+        trigger_sql=trigger_sql,
+        triggers=triggers,
+    )
 
 
 def find_dependents(
@@ -407,7 +408,7 @@ def _index_line(lines: list[str], name: str) -> str:
     raise refuse(f"cannot find index {name} in SHOW CREATE TABLE")
 
 
-def key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
+def key_default(connection: Connection, plan: PkMigrationPlan) -> OldKeyDefault:
     """``AUTO_INCREMENT`` on the key and the table's next value, to restore them exactly."""
     extra, next_value = connection.execute(
         sa.text(
@@ -419,8 +420,8 @@ def key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]
         {"t": plan.table, "c": plan.column},
     ).one()
     if "auto_increment" in (extra or "").lower():
-        return {"kind": "auto_increment", "next": int(next_value or 1)}
-    return {}
+        return OldKeyDefault("auto_increment", counter=int(next_value or 1))
+    return OldKeyDefault()
 
 
 def table_sql(connection: Connection, plan: PkMigrationPlan) -> dict[str, list[str]]:
@@ -483,7 +484,7 @@ def next_old_key(connection: Connection, plan: PkMigrationPlan) -> Any:
 
 def uuid_type_sql(connection: Connection) -> str:
     """The UUID column type, as the plugin's ``UUIDv7`` type stores it on this server."""
-    from sqla_ids.migration.keys import uuid_type
+    from sqla_ids.migration.mapping import uuid_type
 
     return str(uuid_type().compile(dialect=connection.dialect))
 
@@ -644,7 +645,7 @@ def upgrade_steps(connection: Connection, plan: PkMigrationPlan) -> list[Step]:
             )
         steps.append((table, marker, _table_alter(connection, plan, table, clauses)))
         if table == plan.table:  # idempotent (IF NOT EXISTS), so safe on a resumed run
-            steps += [("", None, sql) for sql in plan.new_default.get("trigger_sql", [])]
+            steps += [("", None, sql) for sql in plan.new_default.trigger_sql]
     steps += [("", None, s) for s in adds]
     steps += [("", None, v.create_sql) for v in plan.views]
     return steps
@@ -657,9 +658,7 @@ def downgrade_steps(connection: Connection, plan: PkMigrationPlan) -> list[Step]
     steps: list[Step] = [("", None, v.drop_sql) for v in reversed(plan.views)]
     steps += [("", None, s) for s in drops]
     # The trigger writes UUIDs into the key: it goes before the key is integer again.
-    steps += [
-        ("", None, f"DROP TRIGGER IF EXISTS {t}") for t in plan.new_default.get("triggers", [])
-    ]
+    steps += [("", None, f"DROP TRIGGER IF EXISTS {t}") for t in plan.new_default.triggers]
     for table in plan.affected_tables:
         clauses = []
         marker = None
@@ -685,9 +684,13 @@ def downgrade_steps(connection: Connection, plan: PkMigrationPlan) -> list[Step]
             clauses.append(f"CHANGE COLUMN {q(temp)} {definition.definition}{position}")
         steps.append((table, marker, _table_alter(connection, plan, table, clauses)))
     steps += [("", None, s) for s in adds]
-    if plan.default.get("kind") == "auto_increment":
+    if plan.default.kind == "auto_increment":
         steps.append(
-            ("", None, f"ALTER TABLE {q(plan.table)} AUTO_INCREMENT = {int(plan.default['next'])}")
+            (
+                "",
+                None,
+                f"ALTER TABLE {q(plan.table)} AUTO_INCREMENT = {int(plan.default.counter or 1)}",
+            )
         )
     steps += [("", None, v.create_sql) for v in plan.views]
     return steps

@@ -33,6 +33,8 @@ from sqla_ids.migration.model import (
     Blockers,
     ColumnDefinition,
     Dependent,
+    NewKeyDefault,
+    OldKeyDefault,
     PkMigrationPlan,
     Reference,
     Routine,
@@ -442,15 +444,13 @@ def find_routines(connection: Connection, affected: dict[str, set[str]]) -> list
     return found
 
 
-def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
+def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> NewKeyDefault:
     """The new key's default: ``sqla_ids_uuid7()``, installed before the conversion."""
     from sqla_ids.types.server_functions import UUID7_FUNCTION, uuid7_column_default_sql
 
-    return {
-        "kind": "uuid7_function",
-        "function": UUID7_FUNCTION,
-        "sql": uuid7_column_default_sql(connection.dialect.name),
-    }
+    return NewKeyDefault(
+        "uuid7_function", function=UUID7_FUNCTION, sql=uuid7_column_default_sql(connection.dialect)
+    )
 
 
 def find_dependents(
@@ -510,7 +510,7 @@ def _sequence(connection: Connection, regclass: str) -> dict[str, Any]:
     }
 
 
-def key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
+def key_default(connection: Connection, plan: PkMigrationPlan) -> OldKeyDefault:
     """The key's identity or owned sequence (with its options), or its default."""
     row = connection.execute(
         sa.text(
@@ -523,22 +523,16 @@ def key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]
     ).one()
     identity, sequence, expression = row
     if identity:
-        seq = _sequence(connection, sequence)
-        return {
-            "kind": "identity",
-            "always": identity == "a",
-            "sequence": seq,
-            "last_value": seq["last_value"],
-        }
+        return OldKeyDefault(
+            "identity", always=identity == "a", sequence=_sequence(connection, sequence)
+        )
     if sequence and expression and "nextval" in expression:
-        return {
-            "kind": "sequence",
-            "sequence": _sequence(connection, sequence),
-            "expression": expression,
-        }
+        return OldKeyDefault(
+            "sequence", sequence=_sequence(connection, sequence), expression=expression
+        )
     if expression:
-        return {"kind": "expression", "expression": expression}
-    return {}
+        return OldKeyDefault("expression", expression=expression)
+    return OldKeyDefault()
 
 
 def table_sql(connection: Connection, plan: PkMigrationPlan) -> dict[str, list[str]]:
@@ -575,8 +569,8 @@ def _sequence_options(seq: dict[str, Any], with_type: bool) -> str:
 
 def next_old_key(connection: Connection, plan: PkMigrationPlan) -> Any:
     """A fresh old-style key from the kept sequence, or ``None`` (number after the max)."""
-    seq = plan.default.get("sequence")
-    if plan.default.get("kind") == "sequence" and seq and not plan.drop_sequence:
+    seq = plan.default.sequence
+    if plan.default.kind == "sequence" and seq and not plan.drop_sequence:
         return connection.execute(
             sa.text("SELECT nextval(CAST(:s AS regclass))"),
             {"s": _sequence_name(connection, seq)},
@@ -666,7 +660,7 @@ class AlterType(strategies.Strategy):
         uuid_sql = "uuid"
 
         def work() -> None:
-            kind = plan.default.get("kind")
+            kind = plan.default.kind
             if kind == "identity":
                 execute_sql(connection, f"ALTER TABLE {t} ALTER COLUMN {c} DROP IDENTITY")
             elif kind:
@@ -674,7 +668,7 @@ class AlterType(strategies.Strategy):
             if kind == "sequence" and plan.drop_sequence:
                 execute_sql(
                     connection,
-                    f"DROP SEQUENCE {_sequence_name(connection, plan.default['sequence'])}",
+                    f"DROP SEQUENCE {_sequence_name(connection, plan.default.sequence or {})}",
                 )
             old = q(plan.old_column)
             execute_sql(connection, f"ALTER TABLE {t} ADD COLUMN {old} {plan.key_type_sql}")
@@ -756,10 +750,10 @@ def _restore_default(connection: Connection, plan: PkMigrationPlan) -> None:
     largest key (rows created since the upgrade were numbered past it)."""
     q = connection.dialect.identifier_preparer.quote
     t, c = q(plan.table), q(plan.column)
-    kind = plan.default.get("kind")
-    seq: dict[str, Any] = plan.default.get("sequence") or {}
+    kind = plan.default.kind
+    seq: dict[str, Any] = plan.default.sequence or {}
     if kind == "identity":
-        how = "ALWAYS" if plan.default["always"] else "BY DEFAULT"
+        how = "ALWAYS" if plan.default.always else "BY DEFAULT"
         execute_sql(
             connection,
             f"ALTER TABLE {t} ALTER COLUMN {c} ADD GENERATED {how} AS IDENTITY"
@@ -773,17 +767,17 @@ def _restore_default(connection: Connection, plan: PkMigrationPlan) -> None:
                 f" OWNED BY {t}.{c}",
             )
         execute_sql(
-            connection, f"ALTER TABLE {t} ALTER COLUMN {c} SET DEFAULT {plan.default['expression']}"
+            connection, f"ALTER TABLE {t} ALTER COLUMN {c} SET DEFAULT {plan.default.expression}"
         )
     elif kind == "expression":
         execute_sql(
-            connection, f"ALTER TABLE {t} ALTER COLUMN {c} SET DEFAULT {plan.default['expression']}"
+            connection, f"ALTER TABLE {t} ALTER COLUMN {c} SET DEFAULT {plan.default.expression}"
         )
     # The sequence continues exactly where it stood -- or after the keys given to
     # rows created since the upgrade. A kept sequence already advanced for those.
     recreated = kind == "identity" or (kind == "sequence" and plan.drop_sequence)
     if recreated:
-        value = max(int(seq.get("last_value") or 0), int(plan.default.get("numbered_up_to") or 0))
+        value = max(int(seq.get("last_value") or 0), int(plan.default.numbered_up_to or 0))
         if value:
             connection.execute(
                 sa.text("SELECT setval(CAST(:s AS regclass), :v)"),

@@ -23,11 +23,13 @@ from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.migration import analysis, strategies
 from sqla_ids.migration import reflected as _reflected
 from sqla_ids.migration.dialect import MigrationDialect
-from sqla_ids.migration.keys import RawType, uuid_type
+from sqla_ids.migration.mapping import RawType, uuid_type
 from sqla_ids.migration.model import (
     Blockers,
     ColumnDefinition,
     Dependent,
+    NewKeyDefault,
+    OldKeyDefault,
     PkMigrationPlan,
     Reference,
     Routine,
@@ -198,14 +200,14 @@ def find_views(
     ]
 
 
-def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
+def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> NewKeyDefault:
     """No server default: SQLite's ``sqla_ids_uuid7()`` lives in the client and exists
     only on connections that registered it, so any other client could not insert."""
-    return {
-        "kind": "none",
-        "reason": "SQLite functions live in the client; rows need their key from the"
+    return NewKeyDefault(
+        "none",
+        reason="SQLite functions live in the client; rows need their key from the"
         " application, e.g. uuid7_pk() in the model",
-    }
+    )
 
 
 def find_dependents(
@@ -242,13 +244,13 @@ def find_dependents(
     return deps
 
 
-def key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]:
+def key_default(connection: Connection, plan: PkMigrationPlan) -> OldKeyDefault:
     """``AUTOINCREMENT`` and its ``sqlite_sequence`` value, to restore them exactly."""
     sql = connection.exec_driver_sql(
         "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (plan.table,)
     ).scalar_one()
     if "autoincrement" not in sql.lower():
-        return {"kind": "rowid"} if plan.key_kind == "integer" else {}
+        return OldKeyDefault("rowid") if plan.key_kind == "integer" else OldKeyDefault()
     has_seq = connection.exec_driver_sql(
         "SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_sequence'"
     ).scalar()
@@ -257,7 +259,7 @@ def key_default(connection: Connection, plan: PkMigrationPlan) -> dict[str, Any]
         seq = connection.exec_driver_sql(
             "SELECT seq FROM sqlite_sequence WHERE name = ?", (plan.table,)
         ).scalar()
-    return {"kind": "autoincrement", "seq": seq}
+    return OldKeyDefault("autoincrement", counter=seq)
 
 
 def table_sql(connection: Connection, plan: PkMigrationPlan) -> dict[str, list[str]]:
@@ -325,8 +327,8 @@ def rebuild(connection: Connection, plan: PkMigrationPlan, direction: str) -> No
             connection.exec_driver_sql(f"DROP TABLE {q(old)}")
             for index_sql in plan.table_sql[t][1:]:
                 connection.exec_driver_sql(index_sql)
-        if direction == "downgrade" and plan.default.get("kind") == "autoincrement":
-            seq = plan.default.get("seq")
+        if direction == "downgrade" and plan.default.kind == "autoincrement":
+            seq = plan.default.counter
             top = connection.exec_driver_sql(
                 f"SELECT max({q(plan.column)}) FROM {q(plan.table)}"
             ).scalar()
