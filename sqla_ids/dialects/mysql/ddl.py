@@ -72,7 +72,11 @@ class MySQL(Database):
         """CHECK constraint text: the column matches the display regex."""
         # Backslashes are escapes in MariaDB string literals; letters must match
         # case-sensitively whatever the column's collation.
-        pattern = layout.display_regex().replace("\\", "\\\\")
+        # ``$`` also matches before a final newline in PCRE (MariaDB) and ICU
+        # (MySQL), so '071-887-996\n' would pass: ``\z`` is the very end.
+        regex = layout.display_regex()
+        regex = regex[:-1] + "\\z" if regex.endswith("$") else regex
+        pattern = regex.replace("\\", "\\\\")
         if not layout.alphabet.symbols.isdecimal():
             pattern = "(?-i)" + pattern
         return f"{column_sql} REGEXP '{pattern}'"
@@ -188,21 +192,32 @@ class MariaDB(MySQL):
         return int(connection.execute(sa.select(sequence.next_value())).scalar_one())
 
     # --- uuid7 types ---
-    # MariaDB >= 10.7 has a native 16-byte ``UUID`` type. It stores (and sorts)
-    # every UUID other than version 1 in plain byte order, so UUIDv7 keeps time
-    # order (verified in tests/test_types_uuid7.py). SQLAlchemy 2.1 picks native
+    # MariaDB >= 10.7 has a native 16-byte ``UUID`` type. Fixed releases store
+    # (and sort) every UUID other than version 1 in plain byte order, so UUIDv7
+    # keeps time order (verified in tests/test_types_uuid7.py). SQLAlchemy 2.1 picks native
     # UUID on MariaDB and 2.0 picks CHAR(32); we choose explicitly so both
     # versions create the same column.
-    NATIVE_UUID: ClassVar[tuple[int, ...]] = (10, 7)
-    """First MariaDB release with the native ``UUID`` type."""
+    # Releases before the fix of MDEV-29959 store every UUID byte-swapped
+    # (time-low group last), so UUIDv7 keys would not be time-ordered there:
+    # CHAR(32) instead. 10.7 and 10.8 reached end of life unfixed.
+    NATIVE_UUID: ClassVar[tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]] = (
+        ((10, 9, 8), (10, 10)),
+        ((10, 10, 6), (10, 11)),
+        ((10, 11, 5), (11, 0)),
+        ((11, 0, 3), (11, 1)),
+        ((11, 1, 2), (999,)),
+    )
+    """Release ranges ``[from, to)`` whose native ``UUID`` type stores bytes in order."""
 
     @classmethod
     def native_uuid(cls, dialect: Dialect) -> bool:
-        """Whether the connected server has the native ``UUID`` type."""
-        return tuple(dialect.server_version_info or ()) >= cls.NATIVE_UUID
+        """Whether the connected server's native ``UUID`` keeps UUIDv7 in time order."""
+        version = tuple(dialect.server_version_info or ())
+        return any(low <= version < high for low, high in cls.NATIVE_UUID)
 
     def uuid7_storage(self, type_: UUIDv7, dialect: Dialect) -> TypeEngine[Any]:
-        """Native ``UUID`` on MariaDB ≥ 10.7 (unless ``mariadb_native=False``), or ``CHAR(32)``."""
+        """Native ``UUID`` where it keeps time order, else (or with
+        ``mariadb_native=False``) ``CHAR(32)``."""
         if type_.mariadb_native and self.native_uuid(dialect):
             # ``UUID`` renders the native type on both SQLAlchemy 2.0 and 2.1; on
             # 2.0 it binds 32-hex text, which MariaDB's UUID type accepts.
