@@ -6,6 +6,14 @@ callers who only know the standard library can still catch them.
 
 from __future__ import annotations
 
+__all__ = [
+    "BenchmarkError",
+    "CommandError",
+    "MigrationRefusedError",
+    "MigrationVerificationError",
+    "SqlaIdsError",
+]
+
 
 class SqlaIdsError(Exception):
     """Base class of every error raised by sqla_ids."""

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from sqla_ids import from_base32
 from sqla_ids.cli import main
+from sqla_ids.identifiers import from_base32
 
 
 def test_generate_formats(capsys: pytest.CaptureFixture[str]) -> None:

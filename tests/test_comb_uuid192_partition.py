@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqla_ids import (
+from sqla_ids import uuid7, uuid7_batch, uuid7_datetime
+from sqla_ids.identifiers import (
     UUID192,
     SequentialAsBinary,
     SequentialAsString,
@@ -26,9 +27,6 @@ from sqla_ids import (
     segment_of,
     sqlserver_sort_key,
     to_sqlserver_order,
-    uuid7,
-    uuid7_batch,
-    uuid7_datetime,
     uuid7_from_timestamp,
 )
 from sqla_ids.identifiers.encoding import UUIDFormatError

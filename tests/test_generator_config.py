@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sqla_ids import ConfigError, Layout, generator_from_config, uuid7_timestamp_ms
+from sqla_ids import uuid7_timestamp_ms
+from sqla_ids.identifiers import ConfigError, Layout, generator_from_config
 from sqla_ids.identifiers.clock import MonotonicClock
 
 pytestmark = pytest.mark.pure_python

@@ -61,7 +61,7 @@ def test_lengths_follow_the_spec(codec: OrderNumberCodec) -> None:
     assert len(codec.encode(1)) == 11  # 8 digits + check, two separators
     assert len(codec.encode(100_000_000)) == 13  # 9 digits stay 9: "100-000-009-9" shape
     assert len(codec.encode(2**63 - 1)) == 26
-    assert (codec.layout.min_length, codec.layout.max_length) == (11, 26)
+    assert (codec.format.min_length, codec.format.max_length) == (11, 26)
 
 
 @pytest.mark.slow
@@ -99,7 +99,7 @@ def test_all_zero_ciphertext_is_skipped(codec: OrderNumberCodec) -> None:
         codec.encode(first)
     with pytest.raises(SkippedValueError):
         codec.encode_many([first + 1, first])
-    zeros = codec.layout.format("00000000")
+    zeros = codec.format.format("00000000")
     with pytest.raises(NotIssuedError):
         codec.decode(zeros)
 
@@ -120,7 +120,7 @@ def test_non_canonical_long_numbers_were_never_issued(codec: OrderNumberCodec) -
     engine = codec.engine
     cipher = engine.encrypt("012345678")
     with pytest.raises(NotIssuedError, match="never issued"):
-        codec.decode(codec.layout.format(cipher))
+        codec.decode(codec.format.format(cipher))
 
 
 def test_user_input_is_tolerated(codec: OrderNumberCodec) -> None:
@@ -199,7 +199,7 @@ def test_fuzzed_crockford_input_raises_only_documented_errors(text: str) -> None
     except OrderNumberError:
         return
     assert codec.decode(codec.encode(value)) == value
-    assert re.fullmatch(codec.layout.display_regex(), codec.validate(text))
+    assert re.fullmatch(codec.format.display_regex(), codec.validate(text))
 
 
 @settings(max_examples=200, deadline=None)
@@ -222,7 +222,7 @@ def test_formats(keyring: Keyring, check_digit: str, separator: str) -> None:
     numbers = codec.encode_many(range(1, 2001))
     assert numbers[:50] == [codec.encode(n) for n in range(1, 51)]
     assert codec.decode_many(numbers) == list(range(1, 2001))
-    shape = re.compile(codec.layout.display_regex())  # what the CHECK constraints use
+    shape = re.compile(codec.format.display_regex())  # what the CHECK constraints use
     assert all(shape.fullmatch(n) for n in numbers)
     if separator:
         assert numbers[0][3] == separator
@@ -249,7 +249,7 @@ def test_crockford_base32(keyring: Keyring) -> None:
 
 def test_missing_key_is_a_clear_error_at_first_use() -> None:
     codec = OrderNumberCodec("billing", keyring=Keyring(environ={}))
-    assert codec.validate(codec.layout.format("12345678"))  # parsing needs no key
+    assert codec.validate(codec.format.format("12345678"))  # parsing needs no key
     with pytest.raises(MissingKeyError, match="SQLA_IDS_ORDER_KEY_BILLING"):
         codec.encode(1)
 

@@ -46,7 +46,7 @@ def test_plain_sequence() -> None:
     # or a 19-digit value beyond a signed bigint.
     for payload in ("012345678", "9" * 19):
         with pytest.raises(NotIssuedError):
-            plain.decode(plain.layout.format(payload))
+            plain.decode(plain.format.format(payload))
 
 
 def test_random_increments_stay_in_their_blocks() -> None:
@@ -71,7 +71,7 @@ def test_month_prefixed() -> None:
     with pytest.raises(ValueOutOfRangeError):
         scheme.compose(dt.date(2025, 3, 1), 0)
     with pytest.raises(NotIssuedError):
-        scheme.decode(scheme.layout.format("062000000"))
+        scheme.decode(scheme.format.format("062000000"))
     with pytest.raises(BadLengthError):
         scheme.validate("123456")
     with pytest.raises(ValueError, match="first day"):

@@ -12,8 +12,9 @@ from sqlalchemy import orm
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
-from sqla_ids import UUIDv7, is_uuid7, last_uuid7, uuid7, uuid7_pk
+from sqla_ids import UUIDv7, is_uuid7, uuid7, uuid7_pk
 from sqla_ids.identifiers import UUIDv7Generator
+from sqla_ids.types import last_uuid7
 
 
 class Base(orm.DeclarativeBase):

@@ -19,9 +19,9 @@ from sqla_ids import (
     install_uuid7_function,
     is_uuid7,
     register_uuid7_function,
-    remove_uuid7_function,
     uuid7_function_ddl,
 )
+from sqla_ids.types import remove_uuid7_function
 from sqla_ids.types.server_functions import (
     uuid7_column_default_sql,
     uuid7_column_trigger_sql,

@@ -25,14 +25,13 @@ from sqla_ids import (
     UUIDv7ServerDefault,
     install_uuid7_function,
     is_uuid7,
-    last_uuid7,
     register_uuid7_function,
-    remove_uuid7_function,
     uuid7_function_ddl,
     uuid7_pk,
 )
 from sqla_ids.alembic import render_item
 from sqla_ids.dialects import UnsupportedDialectError
+from sqla_ids.types import last_uuid7, remove_uuid7_function
 from sqla_ids.types.server_functions import uuid7_serial_supported
 
 

@@ -9,18 +9,15 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from sqla_ids import (
-    UUID192,
-    UUID192Type,
-    UUIDv7,
+from sqla_ids import UUID192Type, UUIDv7
+from sqla_ids.dialects import UnsupportedDialectError
+from sqla_ids.identifiers import UUID192, partition_bucket, uuid7_from_timestamp
+from sqla_ids.types import (
     create_month_partitions,
     month_partition_ddl,
-    partition_bucket,
-    uuid7_from_timestamp,
     uuid7_partition_key,
     uuid192_uuid,
 )
-from sqla_ids.dialects import UnsupportedDialectError
 
 
 def test_uuid192_round_trip_and_join(engine: Engine, metadata: sa.MetaData) -> None:

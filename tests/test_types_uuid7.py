@@ -13,16 +13,14 @@ from sqlalchemy.dialects import mssql, mysql, postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.schema import CreateTable
 
-from sqla_ids import (
-    UUIDv7,
+from sqla_ids import UUIDv7, uuid7, uuid7_batch
+from sqla_ids.identifiers import (
+    UUIDFormatError,
     from_sqlserver_order,
     lowest_uuid7,
     sqlserver_sort_key,
-    uuid7,
-    uuid7_batch,
     uuid7_from_timestamp,
 )
-from sqla_ids.identifiers import UUIDFormatError
 
 
 def _table(metadata: sa.MetaData, type_: UUIDv7 | None = None) -> sa.Table:

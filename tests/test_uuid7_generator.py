@@ -15,15 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqla_ids import (
-    Layout,
-    UUIDv7Generator,
-    uuid7,
-    uuid7_batch,
-    uuid7_counter,
-    uuid7_datetime,
-    uuid7_timestamp_ms,
-)
+from sqla_ids import UUIDv7Generator, uuid7, uuid7_batch, uuid7_datetime, uuid7_timestamp_ms
+from sqla_ids.identifiers import Layout, uuid7_counter
 
 pytestmark = pytest.mark.pure_python
 

@@ -10,18 +10,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqla_ids import (
-    Layout,
     UUIDv7Generator,
-    highest_uuid7,
     is_uuid7,
-    lowest_uuid7,
-    ordered_uuid7s,
-    to_unix_ms,
     uuid7,
     uuid7_bounds,
     uuid7_datetime,
-    uuid7_from_timestamp,
     uuid7_timestamp_ms,
+)
+from sqla_ids.identifiers import (
+    Layout,
+    highest_uuid7,
+    lowest_uuid7,
+    ordered_uuid7s,
+    to_unix_ms,
+    uuid7_from_timestamp,
 )
 
 pytestmark = pytest.mark.pure_python

@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from sqla_ids import UUIDv7Generator, to_unix_ms, uuid7_batch, uuid7_bounds
+from sqla_ids import UUIDv7Generator, uuid7_batch, uuid7_bounds
+from sqla_ids.identifiers import to_unix_ms
 
 
 def test_server_order_equals_generation_order(engine: Engine, metadata: sa.MetaData) -> None:

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqla_ids import CROCKFORD_ALPHABET, UUIDFormatError, from_base32, parse_uuid, to_base32, uuid7
+from sqla_ids import UUIDFormatError, parse_uuid, to_base32, uuid7
+from sqla_ids.identifiers import CROCKFORD_ALPHABET, from_base32
 
 pytestmark = pytest.mark.pure_python
 

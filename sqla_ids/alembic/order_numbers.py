@@ -26,15 +26,20 @@ from alembic.operations import MigrateOperation, Operations
 from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.types.order_number import FormattedOrderNumber
+from sqla_ids.types.order_number_ddl import order_number_check_name
+from sqla_ids.types.order_number_sequence import OrderNumberSequence
 
 _BACKFILL_BATCH = 500
 
 
-def _names(table_name: str, column_name: str) -> tuple[str, str]:
-    return (
-        f"uq_{table_name}_{column_name}"[:63],
-        f"ck_{table_name}_{column_name}_format"[:63],
-    )
+def _unique_name(table_name: str, column_name: str) -> str:
+    return f"uq_{table_name}_{column_name}"[:63]
+
+
+def _sequence(type_: FormattedOrderNumber) -> OrderNumberSequence:
+    sequence = type_.number_sequence
+    assert sequence is not None  # checked by AddOrderNumberColumnOp
+    return sequence
 
 
 @Operations.register_operation("add_order_number_column")
@@ -126,8 +131,7 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
     """Create the sequence, add and fill the column, then constrain it."""
     connection = _live_connection(operations, "add_order_number_column")
     type_ = operation.type_
-    sequence = type_.sequence
-    assert sequence is not None  # checked by the operation
+    sequence = _sequence(type_)
     dialect = for_dialect(connection.dialect)
     table = sa.table(
         operation.table_name,
@@ -141,12 +145,12 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
         operation.table_name,
         sa.Column(
             operation.column_name,
-            sa.String(type_.order_numbers.layout.max_length),
+            sa.String(type_.order_numbers.format.max_length),
             nullable=True,
         ),
         schema=operation.schema,
     )
-    dialect.order_number_create_sequence(connection, sequence, operation.schema)
+    sequence.create(connection, operation.schema)
     keys = (
         connection.execute(
             sa.select(table.c[operation.key_column]).order_by(
@@ -164,11 +168,10 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
     for start in range(0, len(keys), _BACKFILL_BATCH):
         chunk = keys[start : start + _BACKFILL_BATCH]
         connection.execute(
-            update, [{"_key": key, "_number": type_.next_value(connection)} for key in chunk]
+            update, [{"_key": key, "_number": sequence.next_number(connection)} for key in chunk]
         )
-    unique_name, check_name = _names(operation.table_name, operation.column_name)
     operations.create_index(
-        unique_name,
+        _unique_name(operation.table_name, operation.column_name),
         operation.table_name,
         [operation.column_name],
         unique=True,
@@ -176,9 +179,12 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
     )
     if dialect.alter_table_add_check:
         quoted = connection.dialect.identifier_preparer.quote(operation.column_name)
-        condition = dialect.order_number_format_check(quoted, type_.order_numbers.layout)
+        condition = dialect.order_number_format_check(quoted, type_.order_numbers.format)
         operations.create_check_constraint(
-            check_name, operation.table_name, sa.text(condition), schema=operation.schema
+            order_number_check_name(operation.table_name, operation.column_name),
+            operation.table_name,
+            sa.text(condition),
+            schema=operation.schema,
         )
 
 
@@ -186,7 +192,7 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
 def drop_order_number_column(operations: Operations, operation: DropOrderNumberColumnOp) -> None:
     """Drop the column with its index and CHECK, then its sequence."""
     connection = _live_connection(operations, "drop_order_number_column")
-    unique_name, check_name = _names(operation.table_name, operation.column_name)
+    check_name = order_number_check_name(operation.table_name, operation.column_name)
     inspector = sa.inspect(connection)
     checks = {
         c["name"] for c in inspector.get_check_constraints(operation.table_name, operation.schema)
@@ -195,10 +201,10 @@ def drop_order_number_column(operations: Operations, operation: DropOrderNumberC
         operations.drop_constraint(
             check_name, operation.table_name, type_="check", schema=operation.schema
         )
-    operations.drop_index(unique_name, operation.table_name, schema=operation.schema)
-    operations.drop_column(operation.table_name, operation.column_name, schema=operation.schema)
-    sequence = operation.type_.sequence
-    assert sequence is not None
-    for_dialect(connection.dialect).order_number_drop_sequence(
-        connection, sequence, operation.schema
+    operations.drop_index(
+        _unique_name(operation.table_name, operation.column_name),
+        operation.table_name,
+        schema=operation.schema,
     )
+    operations.drop_column(operation.table_name, operation.column_name, schema=operation.schema)
+    _sequence(operation.type_).drop(connection, operation.schema)

@@ -125,22 +125,22 @@ def format_benchmark(report: LayoutBenchmark) -> str:
         ]
         for row in report.results
     ]
-    table = format_table(
+    header = [
+        "key",
+        "rows/ms",
+        "writers",
+        "rows/s",
+        "time",
+        "PK KiB",
+        "PK size",
+        "leaf dens.",
+        "WAL",
+        "drift ms",
+    ]
+    title = (
         f"{report.dialect}: {report.rows:,} rows per run in scratch {report.scratch!r} "
-        "(keys made beforehand; ratios to bigint with the same writers)",
-        [
-            "key",
-            "rows/ms",
-            "writers",
-            "rows/s",
-            "time",
-            "PK KiB",
-            "PK size",
-            "leaf dens.",
-            "WAL",
-            "drift ms",
-        ],
-        rows,
+        "(keys made beforehand; ratios to bigint with the same writers)"
     )
+    table = format_table(header, rows, title=title, numbers=True)
     notes = [f"skipped: {reason}" for reason in report.skipped]
-    return "\n".join([table, "", *notes, f"recommendation: {report.recommendation}"])
+    return "\n".join(["", table, "", *notes, f"recommendation: {report.recommendation}"])

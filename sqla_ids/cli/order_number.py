@@ -19,7 +19,7 @@ from sqla_ids.order_numbers import (
     OrderNumberCodec,
     OrderNumberError,
 )
-from sqla_ids.order_numbers.layout import SEPARATORS
+from sqla_ids.order_numbers.format import SEPARATORS
 
 MAX_RANGE = 10_000_000
 

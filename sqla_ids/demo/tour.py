@@ -22,6 +22,7 @@ from sqla_ids.dialects import for_dialect
 from sqla_ids.identifiers import uuid7, uuid7_datetime
 from sqla_ids.migration import state as migration_state
 from sqla_ids.order_numbers import OrderNumberCodec, default_keyring, register_key
+from sqla_ids.tools.report import format_table
 from sqla_ids.types.order_number import FormattedOrderNumber
 from sqla_ids.types.uuid7 import UUIDv7
 
@@ -148,16 +149,6 @@ def add_orders(engine: Engine, count: int, out: Print) -> list[uuid.UUID]:
     return new
 
 
-def print_table(out: Print, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    """Print rows as an aligned text table."""
-    cells = [list(map(str, header))] + [[str(v) for v in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for index, row in enumerate(cells):
-        out("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
-        if index == 0:
-            out("  " + "  ".join("-" * width for width in widths))
-
-
 def show_before(engine: Engine, out: Print) -> None:
     """The first orders, as bigint rows."""
     query = sa.text(
@@ -166,7 +157,7 @@ def show_before(engine: Engine, out: Print) -> None:
     )
     with engine.connect() as conn:
         rows = [(i, c, str(t)[:16], f"{cents / 100:.2f}") for i, c, t, cents in conn.execute(query)]
-    print_table(out, ("id", "customer_id", "created_at", "total"), rows)
+    out(format_table(("id", "customer_id", "created_at", "total"), rows, indent="  "))
 
 
 def show_after(engine: Engine, new_ids: Sequence[uuid.UUID], out: Print) -> None:
@@ -194,7 +185,8 @@ def show_after(engine: Engine, new_ids: Sequence[uuid.UUID], out: Print) -> None
         )
         for key, old_key, number, cents in [*old, *new]
     ]
-    print_table(out, ("id (UUIDv7)", "created (from id)", "id_old", "number", "seq", "total"), rows)
+    header = ("id (UUIDv7)", "created (from id)", "id_old", "number", "seq", "total")
+    out(format_table(header, rows, indent="  "))
 
 
 def run_tour(url: str | URL, *, customers: int, orders: int, out: Print = print) -> None:

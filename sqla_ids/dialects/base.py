@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # concern objects: imported by each database on first use
     from sqla_ids.dialects.bench import Bench
     from sqla_ids.dialects.scanning import Scanning
     from sqla_ids.migration.dialect import MigrationDialect
-    from sqla_ids.order_numbers.layout import Layout
+    from sqla_ids.order_numbers.format import OrderNumberFormat
     from sqla_ids.types.uuid7 import UUIDv7
 
 
@@ -172,7 +172,7 @@ class Database:
         """The next value of the sequence: atomic across connections, never rolled back."""
         self.unsupported("order-number sequences")
 
-    def order_number_format_check(self, column_sql: str, layout: Layout) -> str:
+    def order_number_format_check(self, column_sql: str, layout: OrderNumberFormat) -> str:
         """CHECK constraint text: ``column_sql`` matches exactly the display format."""
         self.unsupported("the order-number format CHECK")
 

@@ -3,9 +3,11 @@
 ``plan_pk_migration`` reflects and validates (dry run: ``plan.describe()``),
 ``migrate_pk_to_uuid7`` carries the plan out and ``restore_pk_from_uuid7``
 undoes it. The Alembic operations in :mod:`sqla_ids.alembic.migrate_pk` wrap
-these for migration scripts.
+these for migration scripts. ``merge_uuids`` makes several ids of one object
+one id everywhere.
 """
 
+from sqla_ids.migration.merge import merge_uuids
 from sqla_ids.migration.options import PkMigrationOptions
 from sqla_ids.migration.plan import (
     DEFAULT_OLD_SUFFIX,
@@ -30,6 +32,7 @@ __all__ = [
     "PkMigrationPlan",
     "Reference",
     "View",
+    "merge_uuids",
     "migrate_pk_to_uuid7",
     "migrate_pks_to_uuid7",
     "plan_pk_migration",

@@ -39,13 +39,14 @@ from sqla_ids.order_numbers.errors import (
     WrongCheckDigitError,
 )
 from sqla_ids.order_numbers.ff3_batch import FF3Engine
-from sqla_ids.order_numbers.keys import FPEKey, Keyring, default_keyring, register_key
-from sqla_ids.order_numbers.layout import Layout, OrderNumber
+from sqla_ids.order_numbers.format import SEPARATORS, OrderNumber, OrderNumberFormat
+from sqla_ids.order_numbers.keyring import FPEKey, Keyring, default_keyring, register_key
 from sqla_ids.order_numbers.schemes import (
     MonthPrefixedScheme,
     OrderNumberScheme,
     PlainSequenceScheme,
     RandomIncrementScheme,
+    SequenceScheme,
 )
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "CHECK_DIGITS",
     "CROCKFORD32",
     "DECIMAL",
+    "SEPARATORS",
     "Alphabet",
     "BadCharacterError",
     "BadLengthError",
@@ -61,7 +63,6 @@ __all__ = [
     "FPEKey",
     "KeyConfigurationError",
     "Keyring",
-    "Layout",
     "MisplacedSeparatorError",
     "MissingKeyError",
     "MonthPrefixedScheme",
@@ -69,10 +70,12 @@ __all__ = [
     "OrderNumber",
     "OrderNumberCodec",
     "OrderNumberError",
+    "OrderNumberFormat",
     "OrderNumberScheme",
     "PlainSequenceScheme",
     "RandomIncrementScheme",
     "SelfCheckError",
+    "SequenceScheme",
     "SkippedValueError",
     "ValueOutOfRangeError",
     "WrongCheckDigitError",

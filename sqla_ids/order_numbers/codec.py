@@ -21,13 +21,13 @@ from sqla_ids.order_numbers.errors import (
     ValueOutOfRangeError,
 )
 from sqla_ids.order_numbers.ff3_batch import FF3Engine
-from sqla_ids.order_numbers.keys import DEFAULT_KEY_NAME, FPEKey, Keyring, default_keyring
-from sqla_ids.order_numbers.layout import Layout, LayoutInput
+from sqla_ids.order_numbers.format import FormatInput, OrderNumberFormat
+from sqla_ids.order_numbers.keyring import DEFAULT_KEY_NAME, FPEKey, Keyring, default_keyring
 
 __all__ = ["OrderNumberCodec"]
 
 
-class OrderNumberCodec(LayoutInput):
+class OrderNumberCodec(FormatInput):
     """Encrypted, check-digited, grouped order numbers (the default format).
 
     ``key`` is the *name* of a key in ``keyring`` (default: the process-wide
@@ -37,7 +37,7 @@ class OrderNumberCodec(LayoutInput):
 
     With a published sample key in a private keyring:
 
-    >>> from sqla_ids.order_numbers.keys import Keyring
+    >>> from sqla_ids.order_numbers.keyring import Keyring
     >>> ring = Keyring(environ={})
     >>> _ = ring.register("sample", "2DE79D232DF5585D68CE47882AE256D6", "CBD09280979564")
     >>> codec = OrderNumberCodec("sample", keyring=ring)
@@ -74,8 +74,10 @@ class OrderNumberCodec(LayoutInput):
         keyring: Keyring | None = None,
     ) -> None:
         self.key_name = key
-        self.layout = Layout(alphabet, check_digit, separator=separator, group_size=group_size)
-        self.alphabet = self.layout.alphabet
+        self.format = OrderNumberFormat(
+            alphabet, check_digit, separator=separator, group_size=group_size
+        )
+        self.alphabet = self.format.alphabet
         self._keyring = default_keyring if keyring is None else keyring
         self._engine: tuple[FPEKey, FF3Engine] | None = None
         self._skipped: dict[int, str] = {}
@@ -84,7 +86,7 @@ class OrderNumberCodec(LayoutInput):
     def __repr__(self) -> str:
         return (
             f"OrderNumberCodec(key={self.key_name!r}, alphabet={self.alphabet.name!r}, "
-            f"check_digit={self.layout.check_digit.name!r}, separator={self.layout.separator!r})"
+            f"check_digit={self.format.check_digit.name!r}, separator={self.format.separator!r})"
         )
 
     # -- key ----------------------------------------------------------------------
@@ -108,6 +110,10 @@ class OrderNumberCodec(LayoutInput):
         """Largest sequence value this format encodes."""
         return self.alphabet.max_value
 
+    def value_for(self, sequence_value: int) -> int:
+        """The value to encode for a database sequence value: the value itself."""
+        return sequence_value
+
     def _plain(self, value: int) -> str:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueOutOfRangeError(
@@ -130,7 +136,7 @@ class OrderNumberCodec(LayoutInput):
     def is_skipped(self, value: int) -> bool:
         """Whether ``value`` encrypts to all zeros and so is never issued (SPEC §2 step 4).
 
-        >>> from sqla_ids.order_numbers.keys import Keyring
+        >>> from sqla_ids.order_numbers.keyring import Keyring
         >>> ring = Keyring(environ={})
         >>> _ = ring.register("sample", "2DE79D232DF5585D68CE47882AE256D6", "CBD09280979564")
         >>> codec = OrderNumberCodec("sample", keyring=ring)
@@ -170,9 +176,9 @@ class OrderNumberCodec(LayoutInput):
                 f"sequence value {value} is skipped by design (its encryption is all zeros); "
                 "take the next sequence value"
             )
-        display = self.layout.format(cipher)
+        display = self.format.format(cipher)
         # Step 7: the number must read back as exactly ``value``.
-        (payload,) = self.layout.payloads([display])
+        (payload,) = self.format.payloads([display])
         if engine.decrypt(payload) != plain:
             raise SelfCheckError(f"self-check failed while encoding sequence value {value}")
         return display
@@ -189,12 +195,12 @@ class OrderNumberCodec(LayoutInput):
                 "leave it out (see is_skipped)"
             )
         ciphers = engine.encrypt_many(plains)
-        compute = self.layout.check_digit.compute
-        group = self.layout.group
+        compute = self.format.check_digit.compute
+        group = self.format.group
         displays = [group(c + compute(c)) for c in ciphers]
         # Step 7 for the whole batch: strip, re-check, decrypt, compare.
-        separator = self.layout.separator
-        width = self.layout.check_digit.width
+        separator = self.format.separator
+        width = self.format.check_digit.width
         symbols = [d.replace(separator, "") if separator else d for d in displays]
         payloads = [s[: len(s) - width] for s in symbols]
         checks_ok = all(compute(p) == s[len(p) :] for p, s in zip(payloads, symbols, strict=True))
@@ -202,20 +208,20 @@ class OrderNumberCodec(LayoutInput):
             raise SelfCheckError("self-check failed while encoding a batch of sequence values")
         return displays
 
-    # -- input: parse/validate/normalize/is_valid come from LayoutInput (no key needed)
+    # -- input: parse/validate/normalize/is_valid come from FormatInput (no key needed)
 
     # -- decode -----------------------------------------------------------------------
 
     def decode(self, text: str) -> int:
         """The sequence value behind ``text`` (validated first)."""
-        payload = self.layout.parse(text).payload
+        payload = self.format.parse(text).payload
         if not self._issuable(payload):
             return self._value_of(payload, "")  # raises NotIssuedError
         return self._value_of(payload, self.engine.decrypt(payload))
 
     def decode_many(self, texts: Sequence[str]) -> list[int]:
         """``[decode(t) for t in texts]`` with the FF3-1 rounds batched."""
-        payloads = self.layout.payloads(texts)
+        payloads = self.format.payloads(texts)
         for payload in payloads:
             if not self._issuable(payload):
                 self._value_of(payload, "")
@@ -232,6 +238,6 @@ class OrderNumberCodec(LayoutInput):
             if 1 <= value <= self.max_value:
                 return value
         raise NotIssuedError(
-            f"order number {self.layout.group(payload)}… is well formed but was never issued "
+            f"order number {self.format.group(payload)}… is well formed but was never issued "
             "in this numbering; please check it against the receipt"
         )

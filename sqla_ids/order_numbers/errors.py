@@ -4,9 +4,9 @@ Every rejection of user input is its own class so callers (and support
 agents) learn *why* a number was refused; all are ``ValueError`` subclasses.
 Messages never contain key or tweak material.
 
->>> from sqla_ids.order_numbers.layout import Layout
+>>> from sqla_ids.order_numbers import OrderNumberFormat
 >>> try:
-...     Layout().validate("123-456-781")
+...     OrderNumberFormat().validate("123-456-781")
 ... except OrderNumberError as error:  # also a ValueError
 ...     print(type(error).__name__, isinstance(error, ValueError))
 WrongCheckDigitError True

@@ -27,7 +27,7 @@ from ff3 import FF3Cipher  # type: ignore[import-untyped]
 from ff3.ff3 import calculate_tweak64_ff3_1  # type: ignore[import-untyped]
 
 from sqla_ids.order_numbers.alphabets import Alphabet, get_alphabet
-from sqla_ids.order_numbers.keys import FPEKey
+from sqla_ids.order_numbers.keyring import FPEKey
 
 __all__ = ["FF3Engine"]
 
@@ -42,7 +42,7 @@ class FF3Engine:
 
     With a published sample key:
 
-    >>> from sqla_ids.order_numbers.keys import FPEKey
+    >>> from sqla_ids.order_numbers.keyring import FPEKey
     >>> key = FPEKey("sample", "2DE79D232DF5585D68CE47882AE256D6", "CBD09280979564")
     >>> engine = FF3Engine(key)
     >>> engine.encrypt("00000001"), engine.decrypt("94313035")

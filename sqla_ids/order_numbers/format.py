@@ -1,6 +1,6 @@
 """How an order number is displayed and read back: check digit and groups.
 
-A :class:`Layout` knows the payload alphabet, its length bounds, the
+An :class:`OrderNumberFormat` knows the payload alphabet, its length bounds, the
 check-digit algorithm and the grouping. It formats payloads for display and
 turns user input into the canonical display form, rejecting it with a
 specific error (length, character, separator position, check digit). It
@@ -22,7 +22,7 @@ from sqla_ids.order_numbers.errors import (
     WrongCheckDigitError,
 )
 
-__all__ = ["INPUT_SEPARATORS", "SEPARATORS", "Layout", "OrderNumber"]
+__all__ = ["INPUT_SEPARATORS", "SEPARATORS", "FormatInput", "OrderNumber", "OrderNumberFormat"]
 
 #: Separators a format can display.
 SEPARATORS = ("-", ".", "/", "")
@@ -36,7 +36,7 @@ _MAX_INPUT = 200
 class OrderNumber:
     """A parsed, check-digit-verified order number.
 
-    >>> number = Layout().parse("123 456 782")
+    >>> number = OrderNumberFormat().parse("123 456 782")
     >>> number
     OrderNumber(display='123-456-782', payload='12345678', check='2')
     >>> print(number)
@@ -54,36 +54,36 @@ class OrderNumber:
         return self.display
 
 
-class Layout:
+class OrderNumberFormat:
     """Check digit plus grouping for payloads of one alphabet and length range.
 
-    >>> layout = Layout()  # decimal, Luhn, groups of three joined by "-"
-    >>> layout
-    Layout(alphabet='decimal', check_digit='luhn', separator='-', group_size=3)
-    >>> layout.format("12345678")
+    >>> fmt = OrderNumberFormat()  # decimal, Luhn, groups of three joined by "-"
+    >>> fmt
+    OrderNumberFormat(alphabet='decimal', check_digit='luhn', separator='-', group_size=3)
+    >>> fmt.format("12345678")
     '123-456-782'
-    >>> layout.validate(" 123 456 782 "), layout.validate("123456782")
+    >>> fmt.validate(" 123 456 782 "), fmt.validate("123456782")
     ('123-456-782', '123-456-782')
-    >>> layout.is_valid("123-456-781")
+    >>> fmt.is_valid("123-456-781")
     False
-    >>> layout.min_length, layout.max_length, layout.templates()[0]
+    >>> fmt.min_length, fmt.max_length, fmt.templates()[0]
     (11, 26, 'PPP-PPP-PPC')
 
     Each rejection names its reason:
 
-    >>> layout.parse("123-456-781")
+    >>> fmt.parse("123-456-781")
     Traceback (most recent call last):
     ...
     sqla_ids.order_numbers.errors.WrongCheckDigitError: the check digit is wrong: ...
-    >>> layout.parse("123-456-78x")
+    >>> fmt.parse("123-456-78x")
     Traceback (most recent call last):
     ...
     sqla_ids.order_numbers.errors.BadCharacterError: character 'x' at position 11 is not ...
-    >>> layout.parse("12-3456-782")
+    >>> fmt.parse("12-3456-782")
     Traceback (most recent call last):
     ...
     sqla_ids.order_numbers.errors.MisplacedSeparatorError: a separator after character 2 ...
-    >>> layout.parse("123-45")
+    >>> fmt.parse("123-45")
     Traceback (most recent call last):
     ...
     sqla_ids.order_numbers.errors.BadLengthError: the order number has 5 characters ...
@@ -120,7 +120,8 @@ class Layout:
 
     def __repr__(self) -> str:
         return (
-            f"Layout(alphabet={self.alphabet.name!r}, check_digit={self.check_digit.name!r}, "
+            f"OrderNumberFormat(alphabet={self.alphabet.name!r}, "
+            f"check_digit={self.check_digit.name!r}, "
             f"separator={self.separator!r}, group_size={self.group_size})"
         )
 
@@ -155,7 +156,7 @@ class Layout:
     def group(self, symbols: str) -> str:
         """Insert the separator every ``group_size`` characters from the left.
 
-        >>> Layout(separator=".", group_size=4).group("1234567890")
+        >>> OrderNumberFormat(separator=".", group_size=4).group("1234567890")
         '1234.5678.90'
         """
         g = self.group_size
@@ -188,7 +189,7 @@ class Layout:
         Bracket classes and ``{n}`` counts only, so PostgreSQL (``~``) and
         MariaDB (``REGEXP``) CHECK constraints can use it as is.
 
-        >>> Layout(min_payload=8, max_payload=8).display_regex()
+        >>> OrderNumberFormat(min_payload=8, max_payload=8).display_regex()
         '^([0-9]{3}-[0-9]{3}-[0-9]{3})$'
         """
         payload = self.payload_class
@@ -255,7 +256,7 @@ class Layout:
     def normalize(self, text: str) -> str:
         """Display form of ``text``; checks all but the check digit.
 
-        >>> Layout().normalize("123 456 781")  # wrong check digit not noticed
+        >>> OrderNumberFormat().normalize("123 456 781")  # wrong check digit not noticed
         '123-456-781'
         """
         return self.group(self.symbols(text))
@@ -332,26 +333,26 @@ def _bracket(symbols: str) -> str:
     return "[" + "".join(parts) + "]"
 
 
-class LayoutInput:
-    """The user-input half of a scheme (parse/validate/normalize), served by its ``layout``.
+class FormatInput:
+    """The user-input half of a scheme (parse/validate/normalize), served by its ``format``.
 
-    Input handling needs no key: any scheme built on a :class:`Layout` shares it.
+    Input handling needs no key: any scheme built on an :class:`OrderNumberFormat` shares it.
     """
 
-    layout: Layout
+    format: OrderNumberFormat
 
     def parse(self, text: str) -> OrderNumber:
         """Parse user input, check digit verified."""
-        return self.layout.parse(text)
+        return self.format.parse(text)
 
     def validate(self, text: str) -> str:
         """Display form of valid input, else the specific error."""
-        return self.layout.validate(text)
+        return self.format.validate(text)
 
     def normalize(self, text: str) -> str:
         """Display form; characters, length and separators checked."""
-        return self.layout.normalize(text)
+        return self.format.normalize(text)
 
     def is_valid(self, text: str) -> bool:
         """Whether ``text`` is well formed with a correct check digit."""
-        return self.layout.is_valid(text)
+        return self.format.is_valid(text)

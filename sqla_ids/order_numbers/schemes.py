@@ -1,7 +1,7 @@
 """Order-number schemes without encryption, with the codec's parse/format surface.
 
 Every scheme offers ``encode``/``decode``/``parse``/``validate``/``normalize``/
-``is_valid`` and a ``layout``, so the column type and the CLI accept any of
+``is_valid`` and a ``format``, so the column type and the CLI accept any of
 them (see :class:`OrderNumberScheme`). Trade-offs are in docs/order_numbers.md.
 """
 
@@ -13,13 +13,14 @@ from typing import Protocol, runtime_checkable
 
 from sqla_ids.order_numbers.check_digits import CheckDigit
 from sqla_ids.order_numbers.errors import NotIssuedError, ValueOutOfRangeError
-from sqla_ids.order_numbers.layout import Layout, LayoutInput, OrderNumber
+from sqla_ids.order_numbers.format import FormatInput, OrderNumber, OrderNumberFormat
 
 __all__ = [
     "MonthPrefixedScheme",
     "OrderNumberScheme",
     "PlainSequenceScheme",
     "RandomIncrementScheme",
+    "SequenceScheme",
 ]
 
 
@@ -31,7 +32,7 @@ class OrderNumberScheme(Protocol):
     True
     """
 
-    layout: Layout
+    format: OrderNumberFormat
 
     def encode(self, value: int) -> str:
         """Display form of a sequence value."""
@@ -52,7 +53,26 @@ class OrderNumberScheme(Protocol):
         """Whether input is valid."""
 
 
-class PlainSequenceScheme(LayoutInput):
+@runtime_checkable
+class SequenceScheme(OrderNumberScheme, Protocol):
+    """A scheme that numbers the values of a database sequence (a column default).
+
+    :meth:`value_for` maps each value the sequence gives to the value
+    :meth:`encode` takes: the value itself, except for
+    :class:`RandomIncrementScheme`. ``MonthPrefixedScheme`` is not one: its
+    per-month counter is not a database sequence.
+
+    >>> isinstance(RandomIncrementScheme(), SequenceScheme)
+    True
+    >>> isinstance(MonthPrefixedScheme(), SequenceScheme)
+    False
+    """
+
+    def value_for(self, sequence_value: int) -> int:
+        """The value to encode for the database sequence value ``sequence_value``."""
+
+
+class PlainSequenceScheme(FormatInput):
     """The sequence value itself, zero-padded, grouped, with a check digit.
 
     Fast and needs no secret, but numbers are guessable and reveal volume.
@@ -79,7 +99,7 @@ class PlainSequenceScheme(LayoutInput):
         separator: str = "-",
         group_size: int = 3,
     ) -> None:
-        self.layout = Layout(
+        self.format = OrderNumberFormat(
             "decimal",
             check_digit,
             separator=separator,
@@ -90,7 +110,7 @@ class PlainSequenceScheme(LayoutInput):
         self.max_value = min(10**max_digits - 1, 2**63 - 1)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.layout!r})"
+        return f"{type(self).__name__}({self.format!r})"
 
     def encode(self, value: int) -> str:
         """Display form of ``value``."""
@@ -102,16 +122,20 @@ class PlainSequenceScheme(LayoutInput):
             raise ValueOutOfRangeError(
                 f"sequence value {value!r} is outside 1..{self.max_value} for this format"
             )
-        return self.layout.format(str(value).zfill(self.layout.min_payload))
+        return self.format.format(str(value).zfill(self.format.min_payload))
+
+    def value_for(self, sequence_value: int) -> int:
+        """The value to encode for a database sequence value: the value itself."""
+        return sequence_value
 
     def decode(self, text: str) -> int:
         """Sequence value of valid input."""
-        payload = self.layout.parse(text).payload
+        payload = self.format.parse(text).payload
         value = int(payload)
-        leading_zero = len(payload) > self.layout.min_payload and payload[0] == "0"
+        leading_zero = len(payload) > self.format.min_payload and payload[0] == "0"
         if not 1 <= value <= self.max_value or leading_zero:
             raise NotIssuedError(
-                f"order number {self.layout.normalize(text)} is well formed but never issued"
+                f"order number {self.format.normalize(text)} is well formed but never issued"
             )
         return value
 
@@ -165,7 +189,7 @@ class RandomIncrementScheme(PlainSequenceScheme):
         return value // self.spread
 
 
-class MonthPrefixedScheme(LayoutInput):
+class MonthPrefixedScheme(FormatInput):
     """Three digits of months since ``epoch``, then a per-month sequence.
 
     ``2025-03`` with epoch 2020-01 and the 42nd order of the month is
@@ -198,7 +222,7 @@ class MonthPrefixedScheme(LayoutInput):
         self.epoch = epoch
         self.sequence_digits = sequence_digits
         width = 3 + sequence_digits
-        self.layout = Layout(
+        self.format = OrderNumberFormat(
             "decimal",
             check_digit,
             separator=separator,
@@ -208,7 +232,7 @@ class MonthPrefixedScheme(LayoutInput):
         )
 
     def __repr__(self) -> str:
-        return f"MonthPrefixedScheme(epoch={self.epoch!r}, {self.layout!r})"
+        return f"MonthPrefixedScheme(epoch={self.epoch!r}, {self.format!r})"
 
     def month_index(self, day: dt.date) -> int:
         """Months from the epoch to ``day``'s month (0 for the epoch month)."""
@@ -241,7 +265,7 @@ class MonthPrefixedScheme(LayoutInput):
             raise ValueOutOfRangeError(f"composed value {value!r} is outside 0..{limit - 1}")
         if value % 10**self.sequence_digits == 0:
             raise ValueOutOfRangeError("per-month sequence values start at 1")
-        return self.layout.format(str(value).zfill(self.layout.min_payload))
+        return self.format.format(str(value).zfill(self.format.min_payload))
 
     def encode_for(self, day: dt.date, sequence_value: int) -> str:
         """Display form of the ``sequence_value``-th number of ``day``'s month."""
@@ -249,9 +273,9 @@ class MonthPrefixedScheme(LayoutInput):
 
     def decode(self, text: str) -> int:
         """Composed value of valid input (use :meth:`split` for month and counter)."""
-        value = int(self.layout.parse(text).payload)
+        value = int(self.format.parse(text).payload)
         if value % 10**self.sequence_digits == 0:
             raise NotIssuedError(
-                f"order number {self.layout.normalize(text)} is well formed but never issued"
+                f"order number {self.format.normalize(text)} is well formed but never issued"
             )
         return value

@@ -32,6 +32,7 @@ from sqla_ids.tools.columns import (
 )
 from sqla_ids.tools.connections import connection_for, scan_transaction
 from sqla_ids.tools.limits import TimeBudget
+from sqla_ids.tools.report import format_table
 
 # Outcome of scanning one column.
 FOUND, ABSENT, TIMEOUT, FAILED, SKIPPED = "found", "absent", "timeout", "error", "skipped"
@@ -258,7 +259,7 @@ def format_report(report: FindReport, *, verbose: bool = False) -> str:
     """The report as a plain-text table (matches; every scanned column if ``verbose``)."""
     lines = [f"UUID {report.value} in schema {report.schema or '(default)'}:"]
     if report.matches:
-        rows = [("table", "column", "kind", "type", "rows", "keys")]
+        rows = []
         for match in report.matches:
             shown = ", ".join(
                 "("
@@ -270,14 +271,16 @@ def format_report(report: FindReport, *, verbose: bool = False) -> str:
             rows.append(
                 (match.table, match.column, match.kind, match.type_name, match.rows, shown + more)
             )
-        lines.append(_table(rows))
+        lines.append(
+            format_table(("table", "column", "kind", "type", "rows", "keys"), rows, indent="  ")
+        )
     else:
         lines.append("  not found")
     if verbose:
         lines.append("scanned:")
-        scanned = [("table", "column", "kind", "status", "detail")]
-        scanned += [(s.table, s.column, s.kind, s.status, s.detail) for s in report.scanned]
-        lines.append(_table(scanned))
+        scanned = [(s.table, s.column, s.kind, s.status, s.detail) for s in report.scanned]
+        header = ("table", "column", "kind", "status", "detail")
+        lines.append(format_table(header, scanned, indent="  "))
     counts = ", ".join(f"{n} {status}" for status, n in sorted(report.counts().items()))
     state = "complete" if report.complete else "INCOMPLETE"
     if report.interrupted:
@@ -287,13 +290,3 @@ def format_report(report: FindReport, *, verbose: bool = False) -> str:
         f"{counts or 'nothing to scan'}; {state}"
     )
     return "\n".join(lines)
-
-
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    rendered = [
-        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-    rendered.insert(1, "  " + "  ".join("-" * w for w in widths))
-    return "\n".join(rendered)

@@ -1,8 +1,9 @@
-"""Output of the benchmarks: a text table and an SVG bar chart.
+"""Text tables and SVG bar charts.
 
-Shared by the scripts in ``benchmarks/`` and ``sqla-ids bench``. No plotting
-library needed: the chart is a few lines of SVG, so every benchmark can
-write the figure that docs/benchmarks.md shows.
+:func:`format_table` is the one text-table renderer: the benchmarks
+(``benchmarks/``, ``sqla-ids bench``), ``sqla-ids find`` and the demo tour
+print with it. No plotting library needed: the chart is a few lines of SVG,
+so every benchmark can write the figure that docs/benchmarks.md shows.
 """
 
 from __future__ import annotations
@@ -11,24 +12,57 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+__all__ = ["format_table", "format_value", "print_table", "write_bar_chart"]
 
-def format_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A titled, right-aligned text table (first column left-aligned), preceded by a blank line."""
-    cells = [[str(h) for h in header]] + [[format_value(v) for v in row] for row in rows]
+
+def format_table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    *,
+    title: str | None = None,
+    indent: str = "",
+    numbers: bool = False,
+) -> str:
+    """An aligned text table: ``title`` if given, the header, a rule, the rows.
+
+    Columns are two spaces apart and every line starts with ``indent``. By
+    default cells are ``str(value)``, left-aligned, under a rule of one dash
+    run per column. ``numbers=True`` is the benchmarks' style: cells go
+    through :func:`format_value`, columns after the first are right-aligned
+    and the rule is one unbroken line.
+
+    >>> print(format_table(["key", "rows"], [["a", 1234], ["bb", 5]], numbers=True))
+    key   rows
+    ----------
+    a    1,234
+    bb       5
+    >>> print(format_table(["table", "column"], [("orders", "id")], indent="  "))
+      table   column
+      ------  ------
+      orders  id
+    """
+    cell = format_value if numbers else str
+    cells = [[str(h) for h in header]] + [[cell(v) for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = ["", title]
-    for index, row in enumerate(cells):
-        first = row[0].ljust(widths[0])
-        rest = "  ".join(cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True))
-        lines.append(f"{first}  {rest}")
-        if index == 0:
-            lines.append("-" * (sum(widths) + 2 * (len(widths) - 1)))
-    return "\n".join(lines)
+
+    def line(row: Sequence[str]) -> str:
+        aligned = [
+            text.rjust(width) if numbers and column else text.ljust(width)
+            for column, (text, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        return (indent + "  ".join(aligned)).rstrip()
+
+    if numbers:
+        rule = indent + "-" * (sum(widths) + 2 * (len(widths) - 1))
+    else:
+        rule = indent + "  ".join("-" * width for width in widths)
+    lines = [line(cells[0]), rule, *map(line, cells[1:])]
+    return "\n".join(lines if title is None else [title, *lines])
 
 
 def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    """Print a titled, right-aligned table (first column left-aligned)."""
-    print(format_table(title, header, rows))
+    """Print a benchmark table (``numbers=True``) after a blank line."""
+    print("\n" + format_table(header, rows, title=title, numbers=True))
 
 
 def format_value(value: object) -> str:

@@ -15,6 +15,10 @@ sequence is created and dropped with the table (``create_all``/``drop_all``,
 ``table.create()``, Alembic ``op.create_table``).
 
 The key is referred to by *name*; migrations and reprs never contain it.
+
+This module is the type (validation and storage). What the column adds to
+its table lives in :mod:`sqla_ids.types.order_number_ddl`, drawing numbers
+from the sequence in :mod:`sqla_ids.types.order_number_sequence`.
 """
 
 from __future__ import annotations
@@ -25,52 +29,26 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.engine.interfaces import ExecutionContext
-from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import operators
-from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ColumnElement
-from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from sqla_ids.dialects import for_dialect
 from sqla_ids.order_numbers.codec import OrderNumberCodec
-from sqla_ids.order_numbers.errors import SkippedValueError
-from sqla_ids.order_numbers.layout import Layout
 from sqla_ids.order_numbers.schemes import (
-    OrderNumberScheme,
     PlainSequenceScheme,
     RandomIncrementScheme,
+    SequenceScheme,
 )
+from sqla_ids.types.order_number_ddl import attach_to_column
+from sqla_ids.types.order_number_sequence import OrderNumberSequence
 
-__all__ = ["SCHEMES", "FormattedOrderNumber", "OrderNumberFormatCheck"]
+__all__ = ["SCHEMES", "FormattedOrderNumber"]
 
 #: Values of ``FormattedOrderNumber(scheme=...)``.
 SCHEMES = ("ff3", "plain", "random-increment")
 
 # Operators whose right-hand side is a whole order number typed by a user.
 _WHOLE_VALUE_OPERATORS = {operators.eq, operators.ne, operators.in_op, operators.not_in_op}
-
-
-class OrderNumberFormatCheck(ColumnElement[bool]):
-    """SQL condition "this column holds a well-formed number", rendered per dialect."""
-
-    inherit_cache = False
-    type = sa.Boolean()
-    # Lets CheckConstraint find the column (dialects inspect a type-bound
-    # constraint's column).
-    _traverse_internals = [("column", InternalTraversal.dp_clauseelement)]  # noqa: RUF012
-
-    def __init__(self, column: sa.Column[Any], layout: Layout) -> None:
-        self.column = column
-        self.layout = layout
-
-
-@compiles(OrderNumberFormatCheck)
-def _compile_format_check(element: OrderNumberFormatCheck, compiler: SQLCompiler, **kw: Any) -> str:
-    column_sql = compiler.preparer.quote(element.column.name)
-    text: str = for_dialect(compiler.dialect).order_number_format_check(column_sql, element.layout)
-    return text
 
 
 class FormattedOrderNumber(TypeDecorator[str]):
@@ -109,9 +87,10 @@ class FormattedOrderNumber(TypeDecorator[str]):
         self.spread = spread
         self.check_constraint = check_constraint
         self._scheme = self._build_scheme()
-        super().__init__(length=self._scheme.layout.max_length)
+        self._sequence = None if sequence is None else OrderNumberSequence(sequence, self._scheme)
+        super().__init__(length=self._scheme.format.max_length)
 
-    def _build_scheme(self) -> OrderNumberScheme:
+    def _build_scheme(self) -> SequenceScheme:
         if self.scheme == "ff3":
             return OrderNumberCodec(
                 self.key,
@@ -140,9 +119,24 @@ class FormattedOrderNumber(TypeDecorator[str]):
         return f"{type(self).__name__}({', '.join(args)})"
 
     @property
-    def order_numbers(self) -> OrderNumberScheme:
+    def order_numbers(self) -> SequenceScheme:
         """The scheme that formats, parses and decodes this column's values."""
         return self._scheme
+
+    @property
+    def number_sequence(self) -> OrderNumberSequence | None:
+        """The sequence numbering this column (``sequence=``), or ``None``."""
+        return self._sequence
+
+    def next_value(self, connection: Connection, schema: str | None = None) -> str:
+        """Take the next sequence value and return its order number.
+
+        This is the column default; call it directly to show a number before
+        the row is inserted. Skipped values (SPEC §2 step 4) are passed over.
+        """
+        if self._sequence is None:
+            raise ValueError("this FormattedOrderNumber has no sequence")
+        return self._sequence.next_number(connection, schema)
 
     # -- values -------------------------------------------------------------------
 
@@ -181,60 +175,7 @@ class FormattedOrderNumber(TypeDecorator[str]):
                     other = ([validate(v) for v in value], *other[1:])
             return super().operate(op, *other, **kwargs)
 
-    # -- schema: CHECK constraint, sequence, default -------------------------------
 
-    def _set_parent(self, parent: Any, outer: bool = False, **kw: Any) -> None:
-        super()._set_parent(parent, outer=outer, **kw)
-        if isinstance(parent, sa.Column):
-            parent._on_table_attach(self._attach_to_table)
-
-    def _attach_to_table(self, column: sa.Column[Any], table: sa.Table) -> None:
-        if self.check_constraint:
-            name = f"ck_{table.name}_{column.name}_format"[:63]
-            # Type-bound like Enum's CHECK: recreated by the type when the table
-            # is copied, and left out of Alembic's rendered create_table.
-            check = OrderNumberFormatCheck(column, self._scheme.layout)
-            table.append_constraint(sa.CheckConstraint(check, name=name, _type_bound=True))
-        if self.sequence is None:
-            return
-        sequence = self.sequence
-        schema = table.schema
-
-        def create(target: sa.Table, connection: Connection, **kw: Any) -> None:
-            for_dialect(connection.dialect).order_number_create_sequence(
-                connection, sequence, schema
-            )
-
-        def drop(target: sa.Table, connection: Connection, **kw: Any) -> None:
-            for_dialect(connection.dialect).order_number_drop_sequence(connection, sequence, schema)
-
-        event.listen(table, "before_create", create)
-        event.listen(table, "after_drop", drop)
-        if column.default is None and column.server_default is None:
-            sa.ColumnDefault(self._default_function(schema))._set_parent_with_dispatch(column)
-
-    def _default_function(self, schema: str | None) -> Any:
-        def next_order_number(context: ExecutionContext) -> str:
-            connection: Connection = context.connection
-            return self.next_value(connection, schema)
-
-        return next_order_number
-
-    def next_value(self, connection: Connection, schema: str | None = None) -> str:
-        """Take the next sequence value and return its order number.
-
-        This is the column default; call it directly to show a number before
-        the row is inserted. Skipped values (SPEC §2 step 4) are passed over.
-        """
-        if self.sequence is None:
-            raise ValueError("this FormattedOrderNumber has no sequence")
-        dialect = for_dialect(connection.dialect)
-        scheme = self._scheme
-        while True:
-            value = dialect.order_number_next_value(connection, self.sequence, schema)
-            if isinstance(scheme, RandomIncrementScheme):
-                value = scheme.value_for(value)
-            try:
-                return scheme.encode(value)
-            except SkippedValueError:
-                continue
+# CHECK constraint, sequence and default: added when a column of this type
+# joins a table (also for copies of the column and its type).
+event.listen(FormattedOrderNumber, "after_parent_attach", attach_to_column)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from sqla_ids.dialects.bench import Bench
     from sqla_ids.dialects.scanning import Scanning
     from sqla_ids.migration.dialect import MigrationDialect
-    from sqla_ids.order_numbers.layout import Layout
+    from sqla_ids.order_numbers.format import OrderNumberFormat
     from sqla_ids.types.uuid7 import UUIDv7
 
 
@@ -68,7 +68,7 @@ class MySQL(Database):
         """MySQL has no sequences: raises :class:`UnsupportedDialectError`."""
         self.unsupported("order-number sequences", "they need MariaDB 10.3 or later")
 
-    def order_number_format_check(self, column_sql: str, layout: Layout) -> str:
+    def order_number_format_check(self, column_sql: str, layout: OrderNumberFormat) -> str:
         """CHECK constraint text: the column matches the display regex."""
         # Backslashes are escapes in MariaDB string literals; letters must match
         # case-sensitively whatever the column's collation.

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from sqla_ids.dialects.bench import Bench
     from sqla_ids.dialects.scanning import Scanning
     from sqla_ids.migration.dialect import MigrationDialect
-    from sqla_ids.order_numbers.layout import Layout
+    from sqla_ids.order_numbers.format import OrderNumberFormat
 
 
 def _quote(name: str) -> str:
@@ -74,7 +74,7 @@ class PostgreSQL(Database):
         sequence = sa.Sequence(name, schema=schema)
         return int(connection.execute(sa.select(sequence.next_value())).scalar_one())
 
-    def order_number_format_check(self, column_sql: str, layout: Layout) -> str:
+    def order_number_format_check(self, column_sql: str, layout: OrderNumberFormat) -> str:
         """CHECK constraint text: the column matches the display regex."""
         return f"{column_sql} ~ '{layout.display_regex()}'"
 

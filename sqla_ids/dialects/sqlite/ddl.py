@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from sqla_ids.dialects.bench import Bench
     from sqla_ids.dialects.scanning import Scanning
     from sqla_ids.migration.dialect import MigrationDialect
-    from sqla_ids.order_numbers.layout import Layout
+    from sqla_ids.order_numbers.format import OrderNumberFormat
 
 
 class SQLite(Database):
@@ -103,7 +103,7 @@ class SQLite(Database):
         )
         return int(value)
 
-    def order_number_format_check(self, column_sql: str, layout: Layout) -> str:
+    def order_number_format_check(self, column_sql: str, layout: OrderNumberFormat) -> str:
         """CHECK constraint text: the column matches one GLOB pattern per length."""
         classes = {"P": layout.payload_class, "C": layout.check_class}
         globs = [

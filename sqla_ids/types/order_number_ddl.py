@@ -1,0 +1,115 @@
+"""What a ``FormattedOrderNumber`` column adds to its table: CHECK, sequence, default.
+
+:func:`attach_to_column` listens to the type's ``after_parent_attach`` event
+(registered in :mod:`sqla_ids.types.order_number`), then to the column's, so
+it runs once the column belongs to a table -- declaratively, with
+``sa.Table(...)``, ``Table.to_metadata()`` or Alembic's ``op.create_table``:
+
+* the CHECK constraint :func:`order_number_check_name` (the format, in the
+  database's regex or ``GLOB`` syntax: :class:`OrderNumberFormatCheck`);
+* with a sequence, ``before_create``/``after_drop`` listeners on the table
+  that create and drop it, and the column default that draws the next number
+  (:class:`~sqla_ids.types.order_number_sequence.OrderNumberSequence`).
+
+Two private SQLAlchemy arguments remain, as SQLAlchemy has no public
+equivalent: ``_type_bound=True`` (the CHECK belongs to the type, like
+``Enum``'s: not copied with the table, left out of Alembic's rendered
+``create_table``) and ``_set_parent_with_dispatch`` (giving an existing
+column its default).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+from sqlalchemy.engine.interfaces import ExecutionContext
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.expression import ColumnElement
+from sqlalchemy.sql.visitors import InternalTraversal
+
+from sqla_ids.dialects import for_dialect
+from sqla_ids.order_numbers.format import OrderNumberFormat
+
+if TYPE_CHECKING:
+    from sqla_ids.types.order_number import FormattedOrderNumber
+
+__all__ = ["OrderNumberFormatCheck", "attach_to_column", "order_number_check_name"]
+
+#: Longest constraint name kept (PostgreSQL's identifier limit).
+_MAX_NAME = 63
+
+
+def order_number_check_name(table_name: str, column_name: str) -> str:
+    """Name of the CHECK constraint on the format of ``table_name.column_name``.
+
+    >>> order_number_check_name("orders", "number")
+    'ck_orders_number_format'
+    """
+    return f"ck_{table_name}_{column_name}_format"[:_MAX_NAME]
+
+
+class OrderNumberFormatCheck(ColumnElement[bool]):
+    """SQL condition "this column holds a well-formed number", rendered per dialect."""
+
+    inherit_cache = False
+    type = sa.Boolean()
+    # Lets CheckConstraint find the column (dialects inspect a type-bound
+    # constraint's column).
+    _traverse_internals = [("column", InternalTraversal.dp_clauseelement)]  # noqa: RUF012
+
+    def __init__(self, column: sa.Column[Any], format: OrderNumberFormat) -> None:
+        self.column = column
+        self.format = format
+
+
+@compiles(OrderNumberFormatCheck)
+def _compile_format_check(element: OrderNumberFormatCheck, compiler: SQLCompiler, **kw: Any) -> str:
+    column_sql = compiler.preparer.quote(element.column.name)
+    text: str = for_dialect(compiler.dialect).order_number_format_check(column_sql, element.format)
+    return text
+
+
+def attach_to_column(type_: FormattedOrderNumber, column: Any) -> None:
+    """``after_parent_attach`` of the type: wire the column's table once it has one."""
+    if not isinstance(column, sa.Column):
+        return
+
+    def attach_to_table(target: sa.Column[Any], table: Any) -> None:
+        if isinstance(table, sa.Table):
+            _attach(type_, target, table)
+
+    table = getattr(column, "table", None)  # None, or unset before SQLAlchemy 2.1
+    if table is not None:
+        attach_to_table(column, table)
+    else:
+        event.listen(column, "after_parent_attach", attach_to_table)
+
+
+def _attach(type_: FormattedOrderNumber, column: sa.Column[Any], table: sa.Table) -> None:
+    if type_.check_constraint:
+        check = OrderNumberFormatCheck(column, type_.order_numbers.format)
+        name = order_number_check_name(table.name, column.name)
+        table.append_constraint(sa.CheckConstraint(check, name=name, _type_bound=True))
+    sequence = type_.number_sequence
+    if sequence is None:
+        return
+    schema = table.schema
+
+    def create(target: sa.Table, connection: Connection, **kw: Any) -> None:
+        sequence.create(connection, schema)
+
+    def drop(target: sa.Table, connection: Connection, **kw: Any) -> None:
+        sequence.drop(connection, schema)
+
+    event.listen(table, "before_create", create)
+    event.listen(table, "after_drop", drop)
+    if column.default is None and column.server_default is None:
+
+        def next_order_number(context: ExecutionContext) -> str:
+            return sequence.next_number(context.connection, schema)
+
+        sa.ColumnDefault(next_order_number)._set_parent_with_dispatch(column)
