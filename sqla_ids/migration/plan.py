@@ -43,6 +43,7 @@ from sqla_ids.migration.model import (
     refuse,
 )
 from sqla_ids.migration.options import PkMigrationOptions, build_options
+from sqla_ids.migration.strategies import count_orphans
 
 # Re-exported: the plan's data lives in model.py.
 __all__ = [
@@ -294,19 +295,10 @@ def _dangling(ctx: _Planning) -> None:
     """A value with no parent row has no new key: refuse rather than lose it. Plain
     references can hold such values, and so can declared FKs where enforcement was
     off (SQLite's default, ``FOREIGN_KEY_CHECKS=0``, ``NOT VALID``)."""
-    parent = sa.table(ctx.table, sa.column(ctx.column)).alias("parent")  # may be the child
     for ref in ctx.references:
         if ref.table not in ctx.tables:
             continue
-        child = sa.table(ref.table, sa.column(ref.column))
-        dangling = ctx.connection.execute(
-            sa.select(sa.func.count())
-            .select_from(child)
-            .where(
-                child.c[ref.column].is_not(None),
-                ~sa.exists().where(parent.c[ctx.column] == child.c[ref.column]),
-            )
-        ).scalar_one()
+        dangling = count_orphans(ctx.connection, ctx.table, ctx.column, ref.table, ref.column)
         if dangling:
             ctx.blockers.add(
                 f"{ref.table}.{ref.column} holds {dangling} value(s) with no matching"

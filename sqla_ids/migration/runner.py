@@ -29,7 +29,7 @@ from sqla_ids.migration import mapping, state, strategies
 from sqla_ids.migration.options import PkMigrationOptions
 from sqla_ids.migration.plan import PkMigrationPlan, plan_pk_migration, refuse
 from sqla_ids.migration.progress import logger
-from sqla_ids.migration.strategies import Fill, count
+from sqla_ids.migration.strategies import Fill, count, count_orphans
 
 
 @contextmanager
@@ -195,18 +195,8 @@ def _verify_final(
         lost = {t: (before[t], after[t]) for t in before if before[t] != after[t]}
         if lost:
             raise MigrationVerificationError(f"row counts changed (before, after): {lost}")
-    parent = sa.table(plan.table, sa.column(plan.column))
     for ref in plan.references:
-        child = sa.table(ref.table, sa.column(ref.column))
-        alias = parent.alias("p")
-        orphans = connection.execute(
-            sa.select(sa.func.count())
-            .select_from(child)
-            .where(
-                child.c[ref.column].is_not(None),
-                ~sa.exists().where(alias.c[plan.column] == child.c[ref.column]),
-            )
-        ).scalar_one()
+        orphans = count_orphans(connection, plan.table, plan.column, ref.table, ref.column)
         if orphans:
             raise MigrationVerificationError(
                 f"{ref.table}.{ref.column}: {orphans} references have no {plan.table} row"

@@ -115,6 +115,22 @@ def fill(
             progress.advance(done)
 
 
+def count_orphans(connection: Connection, parent: str, key: str, child: str, column: str) -> int:
+    """Rows of ``child`` whose non-null ``column`` matches no ``parent.key``."""
+    parents = sa.table(parent, sa.column(key)).alias("parent")  # may be the child itself
+    children = sa.table(child, sa.column(column))
+    return int(
+        connection.execute(
+            sa.select(sa.func.count())
+            .select_from(children)
+            .where(
+                children.c[column].is_not(None),
+                ~sa.exists().where(parents.c[key] == children.c[column]),
+            )
+        ).scalar_one()
+    )
+
+
 def verify_filled(
     connection: Connection,
     plan: PkMigrationPlan,
