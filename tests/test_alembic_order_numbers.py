@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
@@ -82,3 +83,79 @@ def test_offline_mode_is_refused(shop_key: str) -> None:
         op.add_order_number_column(
             "t", "number", FormattedOrderNumber(shop_key, sequence="s"), order_by="id"
         )
+
+
+@pytest.fixture
+def other_schema(engine: Engine) -> Iterator[str]:
+    """A schema (MariaDB: a database) outside the connection's default one."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("SQLite schemas are attached files, per connection")
+    name = f"sqla_ids_t_other_{secrets.token_hex(3)}"
+    quoted = engine.dialect.identifier_preparer.quote(name)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE {'SCHEMA' if engine.dialect.name == 'postgresql' else 'DATABASE'} {quoted}"
+        )
+    try:
+        yield name
+    finally:
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.exec_driver_sql(f"DROP SCHEMA {quoted} CASCADE")
+            else:
+                conn.exec_driver_sql(f"DROP DATABASE {quoted}")
+
+
+def test_add_in_another_schema_draws_from_that_schemas_sequence(
+    engine: Engine, other_schema: str, shop_key: str
+) -> None:
+    orders = sa.Table(
+        "ops_schema_orders",
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        schema=other_schema,
+    )
+    number_type = FormattedOrderNumber(shop_key, sequence="ops_schema_numbers")
+    with engine.begin() as conn:
+        orders.create(conn)
+        conn.execute(orders.insert(), [{"id": i} for i in range(1, 6)])
+        op = Operations(MigrationContext.configure(conn))
+        op.add_order_number_column("ops_schema_orders", "number", number_type, schema=other_schema)
+    numbered = sa.Table(
+        "ops_schema_orders",
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("number", number_type),
+        schema=other_schema,
+    )
+    codec = OrderNumberCodec(shop_key)
+    with engine.begin() as conn:
+        numbers = conn.scalars(sa.select(numbered.c.number).order_by(numbered.c.id)).all()
+        assert [codec.decode(n) for n in numbers] == [1, 2, 3, 4, 5]
+        # The sequence is in the table's schema, and only there.
+        inspector = sa.inspect(conn)
+        assert "ops_schema_numbers" in inspector.get_sequence_names(schema=other_schema)
+        assert "ops_schema_numbers" not in inspector.get_sequence_names()
+        # The column default of a table in that schema continues the same sequence.
+        conn.execute(numbered.insert().values(id=6))
+        assert (
+            codec.decode(conn.scalar(sa.select(numbered.c.number).where(numbered.c.id == 6))) == 6
+        )
+        op = Operations(MigrationContext.configure(conn))
+        op.drop_order_number_column("ops_schema_orders", "number", number_type, schema=other_schema)
+        assert "ops_schema_numbers" not in sa.inspect(conn).get_sequence_names(schema=other_schema)
+
+
+def test_reverse_keeps_schema_key_column_and_order_by(shop_key: str) -> None:
+    from sqla_ids.alembic.order_numbers import AddOrderNumberColumnOp, DropOrderNumberColumnOp
+
+    number_type = FormattedOrderNumber(shop_key, sequence="ops_numbers")
+    add = AddOrderNumberColumnOp(
+        "orders", "number", number_type, key_column="order_id", order_by="created_at", schema="s"
+    )
+    drop = add.reverse()
+    assert isinstance(drop, DropOrderNumberColumnOp)
+    assert (drop.schema, drop.key_column, drop.order_by) == ("s", "order_id", "created_at")
+    again = drop.reverse()
+    assert (again.schema, again.key_column, again.order_by) == ("s", "order_id", "created_at")
+    assert again.type_ is number_type

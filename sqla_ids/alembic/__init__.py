@@ -2,7 +2,9 @@
 
 Importing this package registers the operations (``op.migrate_pk_to_uuid7``,
 ``op.restore_pk_from_uuid7``, ``op.merge_uuids``, ``op.add_order_number_column``,
-``op.create_uuid7_function`` and friends). For ``env.py``: :func:`render_item`,
+``op.create_order_number_sequence``, ``op.create_uuid7_function`` and friends)
+and the autogenerate comparator that gives a new table's order-number sequence
+its own create/drop operations. For ``env.py``: :func:`render_item`,
 :func:`include_object` and :func:`rewrite_pk_migrations`.
 """
 
@@ -18,21 +20,30 @@ from sqla_ids.alembic.migrate_pk import (
     RestorePkFromUUID7Op,
     RestorePksFromUUID7Op,
 )
-from sqla_ids.alembic.order_numbers import AddOrderNumberColumnOp, DropOrderNumberColumnOp
+from sqla_ids.alembic.order_numbers import (
+    AddOrderNumberColumnOp,
+    CreateOrderNumberSequenceOp,
+    DropOrderNumberColumnOp,
+    DropOrderNumberSequenceOp,
+)
 from sqla_ids.alembic.render import render_item
 from sqla_ids.alembic.rewriter import rewrite_pk_migrations
 from sqla_ids.alembic.uuid7_function_ops import (
     CreateUUID7FunctionOp,
     CreateUUID7TriggerOp,
     DropUUID7FunctionOp,
+    DropUUID7TriggerOp,
 )
 
 __all__ = [
     "AddOrderNumberColumnOp",
+    "CreateOrderNumberSequenceOp",
     "CreateUUID7FunctionOp",
     "CreateUUID7TriggerOp",
     "DropOrderNumberColumnOp",
+    "DropOrderNumberSequenceOp",
     "DropUUID7FunctionOp",
+    "DropUUID7TriggerOp",
     "MergeUUIDsOp",
     "MigratePkToUUID7Op",
     "MigratePksToUUID7Op",

@@ -1,35 +1,66 @@
-"""``op.add_order_number_column``: give an existing table customer-facing numbers.
+"""Alembic operations for ``FormattedOrderNumber`` columns and their sequences.
 
-``create_table`` already creates a ``FormattedOrderNumber``'s sequence and
-CHECK constraint; adding the column to a table that has rows needs more:
-create the sequence, number the existing rows in a chosen order (oldest order
-gets the first number), then add the unique index and, where the dialect can
-``ALTER TABLE … ADD CONSTRAINT``, the CHECK constraint::
+``op.add_order_number_column`` gives an existing table customer-facing
+numbers. ``create_table`` already creates a ``FormattedOrderNumber``'s
+sequence and CHECK constraint; adding the column to a table that has rows
+needs more: create the sequence, number the existing rows in a chosen order
+(oldest order gets the first number), then add the unique index and, where
+the dialect can ``ALTER TABLE … ADD CONSTRAINT``, the CHECK constraint::
 
     op.add_order_number_column(
         "orders", "number", FormattedOrderNumber("shop", sequence="order_numbers"),
         order_by="created_at",
     )
 
-The reverse drops the column, its index and constraint, and the sequence.
-Needs a live database (the numbers are drawn from the sequence row by row),
-so offline ``--sql`` mode is refused with a clear message.
+The reverse, ``op.drop_order_number_column``, drops the column, its index and
+constraint, and the sequence. Both need a live database (the numbers are
+drawn from the sequence row by row), so offline ``--sql`` mode is refused
+with a clear message.
+
+``op.create_order_number_sequence(name)`` / ``op.drop_order_number_sequence(name)``
+create and drop a sequence alone (a PostgreSQL/MariaDB ``SEQUENCE``, a row of
+SQLite's counter table). Autogenerate writes them next to ``op.create_table``
+of a table with a ``FormattedOrderNumber(sequence=...)`` column, so the
+downgrade's ``op.drop_table`` is followed by the drop of its sequence and a
+table created again numbers from 1 (see :func:`compare_order_number_sequences`).
+
+Every operation has a renderer and a ``reverse()`` that keeps all its
+arguments. Importing this module registers the operations and the
+autogenerate comparator.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import sqlalchemy as sa
-from alembic.operations import MigrateOperation, Operations
+from alembic.autogenerate import comparators, renderers
+from alembic.autogenerate.api import AutogenContext
+from alembic.operations import MigrateOperation, Operations, ops
+from alembic.util import DispatchPriority, PriorityDispatchResult
 
+from sqla_ids.alembic.render import render_item
 from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.types.order_number import FormattedOrderNumber
 from sqla_ids.types.order_number_ddl import order_number_check_name
 from sqla_ids.types.order_number_sequence import OrderNumberSequence
 
+__all__ = [
+    "AddOrderNumberColumnOp",
+    "CreateOrderNumberSequenceOp",
+    "DropOrderNumberColumnOp",
+    "DropOrderNumberSequenceOp",
+    "compare_order_number_sequences",
+]
+
 _BACKFILL_BATCH = 500
+
+# A child of Alembic's logger: ``alembic revision --autogenerate`` shows it
+# next to Alembic's own "Detected ..." lines.
+logger = logging.getLogger("alembic.sqla_ids.order_numbers")
 
 
 def _unique_name(table_name: str, column_name: str) -> str:
@@ -42,9 +73,22 @@ def _sequence(type_: FormattedOrderNumber) -> OrderNumberSequence:
     return sequence
 
 
+def _arguments(*pairs: tuple[str, Any, Any]) -> str:
+    """``, name=value`` for each (name, value, default) whose value is not the default."""
+    return "".join(f", {name}={value!r}" for name, value, default in pairs if value != default)
+
+
+# --- add / drop a numbered column ------------------------------------------------------
+
+
 @Operations.register_operation("add_order_number_column")
 class AddOrderNumberColumnOp(MigrateOperation):
-    """Add a ``FormattedOrderNumber`` column and number the existing rows."""
+    """Add a ``FormattedOrderNumber`` column and number the existing rows.
+
+    ``key_column`` identifies a row, ``order_by`` (default: ``key_column``)
+    orders the numbering; ``schema`` is the table's schema, where the
+    sequence is created too.
+    """
 
     def __init__(
         self,
@@ -64,7 +108,7 @@ class AddOrderNumberColumnOp(MigrateOperation):
         self.column_name = column_name
         self.type_ = type_
         self.key_column = key_column
-        self.order_by = order_by or key_column
+        self.order_by = order_by
         self.schema = schema
 
     @classmethod
@@ -74,19 +118,51 @@ class AddOrderNumberColumnOp(MigrateOperation):
         table_name: str,
         column_name: str,
         type_: FormattedOrderNumber,
-        **options: Any,
+        *,
+        key_column: str = "id",
+        order_by: str | None = None,
+        schema: str | None = None,
     ) -> Any:
-        """Add ``column_name`` to ``table_name``; existing rows are numbered by ``order_by``."""
-        return operations.invoke(cls(table_name, column_name, type_, **options))
+        """Add ``column_name`` to ``table_name``; existing rows are numbered by ``order_by``.
+
+        ``key_column`` (default ``"id"``) identifies a row; ``order_by``
+        (default: the key) is the column whose order the numbers follow;
+        ``schema`` is the table's schema (the sequence is created there).
+        """
+        return operations.invoke(
+            cls(
+                table_name,
+                column_name,
+                type_,
+                key_column=key_column,
+                order_by=order_by,
+                schema=schema,
+            )
+        )
 
     def reverse(self) -> DropOrderNumberColumnOp:
         """The downgrade: drop the column, its constraints and its sequence."""
-        return DropOrderNumberColumnOp(self.table_name, self.column_name, self.type_, self.schema)
+        return DropOrderNumberColumnOp(
+            self.table_name,
+            self.column_name,
+            self.type_,
+            self.schema,
+            key_column=self.key_column,
+            order_by=self.order_by,
+        )
+
+    def to_diff_tuple(self) -> tuple[Any, ...]:
+        """For ``compare_metadata()`` and ``alembic check``."""
+        return ("add_order_number_column", self.schema, self.table_name, self.column_name)
 
 
 @Operations.register_operation("drop_order_number_column")
 class DropOrderNumberColumnOp(MigrateOperation):
-    """Drop a column added by ``add_order_number_column``, with its sequence."""
+    """Drop a column added by ``add_order_number_column``, with its sequence.
+
+    ``key_column`` and ``order_by`` are not needed to drop the column; they
+    are kept so that :meth:`reverse` numbers the rows as the upgrade did.
+    """
 
     def __init__(
         self,
@@ -94,11 +170,21 @@ class DropOrderNumberColumnOp(MigrateOperation):
         column_name: str,
         type_: FormattedOrderNumber,
         schema: str | None = None,
+        *,
+        key_column: str = "id",
+        order_by: str | None = None,
     ) -> None:
+        if not isinstance(type_, FormattedOrderNumber) or type_.sequence is None:
+            raise ValueError(
+                "drop_order_number_column needs the FormattedOrderNumber (with its sequence= "
+                "name) the column was added with"
+            )
         self.table_name = table_name
         self.column_name = column_name
         self.type_ = type_
         self.schema = schema
+        self.key_column = key_column
+        self.order_by = order_by
 
     @classmethod
     def drop_order_number_column(
@@ -108,13 +194,101 @@ class DropOrderNumberColumnOp(MigrateOperation):
         column_name: str,
         type_: FormattedOrderNumber,
         schema: str | None = None,
+        *,
+        key_column: str = "id",
+        order_by: str | None = None,
     ) -> Any:
-        """Drop ``column_name`` and the sequence of ``type_``."""
-        return operations.invoke(cls(table_name, column_name, type_, schema))
+        """Drop ``column_name`` and the sequence of ``type_``.
+
+        ``key_column`` and ``order_by`` only matter to the reverse operation.
+        """
+        return operations.invoke(
+            cls(
+                table_name,
+                column_name,
+                type_,
+                schema,
+                key_column=key_column,
+                order_by=order_by,
+            )
+        )
 
     def reverse(self) -> AddOrderNumberColumnOp:
-        """The upgrade again."""
-        return AddOrderNumberColumnOp(self.table_name, self.column_name, self.type_)
+        """The upgrade again, numbering the rows the same way."""
+        return AddOrderNumberColumnOp(
+            self.table_name,
+            self.column_name,
+            self.type_,
+            key_column=self.key_column,
+            order_by=self.order_by,
+            schema=self.schema,
+        )
+
+    def to_diff_tuple(self) -> tuple[Any, ...]:
+        """For ``compare_metadata()`` and ``alembic check``."""
+        return ("drop_order_number_column", self.schema, self.table_name, self.column_name)
+
+
+# --- create / drop a sequence alone ----------------------------------------------------
+
+
+@Operations.register_operation("create_order_number_sequence")
+class CreateOrderNumberSequenceOp(MigrateOperation):
+    """Create the order-number sequence ``sequence_name`` (nothing if it exists).
+
+    A ``SEQUENCE`` starting at 1 on PostgreSQL and MariaDB, a counter row
+    at 0 in SQLite's ``sqla_ids_counters``. ``schema`` is the schema of the
+    table whose column it numbers.
+    """
+
+    def __init__(self, sequence_name: str, *, schema: str | None = None) -> None:
+        self.sequence_name = sequence_name
+        self.schema = schema
+
+    @classmethod
+    def create_order_number_sequence(
+        cls, operations: Operations, sequence_name: str, *, schema: str | None = None
+    ) -> Any:
+        """Create the order-number sequence ``sequence_name`` in ``schema`` if missing."""
+        return operations.invoke(cls(sequence_name, schema=schema))
+
+    def reverse(self) -> DropOrderNumberSequenceOp:
+        """Dropping the sequence undoes this."""
+        return DropOrderNumberSequenceOp(self.sequence_name, schema=self.schema)
+
+    def to_diff_tuple(self) -> tuple[Any, ...]:
+        """For ``compare_metadata()`` and ``alembic check``."""
+        return ("add_order_number_sequence", self.schema, self.sequence_name)
+
+
+@Operations.register_operation("drop_order_number_sequence")
+class DropOrderNumberSequenceOp(MigrateOperation):
+    """Drop the order-number sequence ``sequence_name`` if it exists.
+
+    On SQLite its counter row goes (and the counter table once empty).
+    """
+
+    def __init__(self, sequence_name: str, *, schema: str | None = None) -> None:
+        self.sequence_name = sequence_name
+        self.schema = schema
+
+    @classmethod
+    def drop_order_number_sequence(
+        cls, operations: Operations, sequence_name: str, *, schema: str | None = None
+    ) -> Any:
+        """Drop the order-number sequence ``sequence_name`` in ``schema`` if it exists."""
+        return operations.invoke(cls(sequence_name, schema=schema))
+
+    def reverse(self) -> CreateOrderNumberSequenceOp:
+        """Creating the sequence again (numbering from 1) undoes this."""
+        return CreateOrderNumberSequenceOp(self.sequence_name, schema=self.schema)
+
+    def to_diff_tuple(self) -> tuple[Any, ...]:
+        """For ``compare_metadata()`` and ``alembic check``."""
+        return ("remove_order_number_sequence", self.schema, self.sequence_name)
+
+
+# --- implementations -------------------------------------------------------------------
 
 
 def _live_connection(operations: Operations, name: str) -> sa.Connection:
@@ -126,19 +300,33 @@ def _live_connection(operations: Operations, name: str) -> sa.Connection:
     return operations.get_bind()
 
 
+def _sequence_bind(operations: Operations, name: str) -> sa.Connection:
+    """The connection to create/drop a sequence with (Alembic's SQL printer in ``--sql`` mode)."""
+    bind = operations.get_bind()
+    if operations.get_context().as_sql and bind.dialect.name == "sqlite":
+        raise MigrationRefusedError(
+            f"op.{name} cannot run in offline --sql mode on SQLite: its sequences are rows of "
+            "the counter table sqla_ids_counters, maintained by statements that depend on "
+            "what the table holds; run this migration online"
+        )
+    return bind
+
+
 @Operations.implementation_for(AddOrderNumberColumnOp)
 def add_order_number_column(operations: Operations, operation: AddOrderNumberColumnOp) -> None:
     """Create the sequence, add and fill the column, then constrain it."""
     connection = _live_connection(operations, "add_order_number_column")
     type_ = operation.type_
     sequence = _sequence(type_)
+    schema = operation.schema
     dialect = for_dialect(connection.dialect)
+    order_by = operation.order_by or operation.key_column
     table = sa.table(
         operation.table_name,
         sa.column(operation.key_column),
-        sa.column(operation.order_by),
+        sa.column(order_by),
         sa.column(operation.column_name),
-        schema=operation.schema,
+        schema=schema,
     )
     # Plain string storage: the type's CHECK and default are added below.
     operations.add_column(
@@ -148,13 +336,13 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
             sa.String(type_.order_numbers.format.max_length),
             nullable=True,
         ),
-        schema=operation.schema,
+        schema=schema,
     )
-    sequence.create(connection, operation.schema)
+    sequence.create(connection, schema)
     keys = (
         connection.execute(
             sa.select(table.c[operation.key_column]).order_by(
-                table.c[operation.order_by], table.c[operation.key_column]
+                table.c[order_by], table.c[operation.key_column]
             )
         )
         .scalars()
@@ -167,15 +355,17 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
     )
     for start in range(0, len(keys), _BACKFILL_BATCH):
         chunk = keys[start : start + _BACKFILL_BATCH]
+        # Numbers come from the sequence in the table's schema, where it was created.
         connection.execute(
-            update, [{"_key": key, "_number": sequence.next_number(connection)} for key in chunk]
+            update,
+            [{"_key": key, "_number": sequence.next_number(connection, schema)} for key in chunk],
         )
     operations.create_index(
         _unique_name(operation.table_name, operation.column_name),
         operation.table_name,
         [operation.column_name],
         unique=True,
-        schema=operation.schema,
+        schema=schema,
     )
     if dialect.alter_table_add_check:
         quoted = connection.dialect.identifier_preparer.quote(operation.column_name)
@@ -184,7 +374,7 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
             order_number_check_name(operation.table_name, operation.column_name),
             operation.table_name,
             sa.text(condition),
-            schema=operation.schema,
+            schema=schema,
         )
 
 
@@ -208,3 +398,153 @@ def drop_order_number_column(operations: Operations, operation: DropOrderNumberC
     )
     operations.drop_column(operation.table_name, operation.column_name, schema=operation.schema)
     _sequence(operation.type_).drop(connection, operation.schema)
+
+
+@Operations.implementation_for(CreateOrderNumberSequenceOp)
+def create_order_number_sequence(
+    operations: Operations, operation: CreateOrderNumberSequenceOp
+) -> None:
+    """``CREATE SEQUENCE IF NOT EXISTS`` (SQLite: insert the counter row)."""
+    bind = _sequence_bind(operations, "create_order_number_sequence")
+    for_dialect(bind.dialect).order_number_create_sequence(
+        bind, operation.sequence_name, operation.schema
+    )
+
+
+@Operations.implementation_for(DropOrderNumberSequenceOp)
+def drop_order_number_sequence(
+    operations: Operations, operation: DropOrderNumberSequenceOp
+) -> None:
+    """``DROP SEQUENCE IF EXISTS`` (SQLite: delete the counter row)."""
+    bind = _sequence_bind(operations, "drop_order_number_sequence")
+    for_dialect(bind.dialect).order_number_drop_sequence(
+        bind, operation.sequence_name, operation.schema
+    )
+
+
+# --- renderers -------------------------------------------------------------------------
+
+
+def _render_type(autogen_context: AutogenContext, type_: FormattedOrderNumber) -> str:
+    rendered = render_item("type", type_, autogen_context)
+    assert isinstance(rendered, str)
+    return rendered
+
+
+@renderers.dispatch_for(AddOrderNumberColumnOp)
+def _render_add_column(autogen_context: AutogenContext, op: AddOrderNumberColumnOp) -> str:
+    return (
+        f"op.add_order_number_column({op.table_name!r}, {op.column_name!r}, "
+        f"{_render_type(autogen_context, op.type_)}"
+        + _arguments(
+            ("key_column", op.key_column, "id"),
+            ("order_by", op.order_by, None),
+            ("schema", op.schema, None),
+        )
+        + ")"
+    )
+
+
+@renderers.dispatch_for(DropOrderNumberColumnOp)
+def _render_drop_column(autogen_context: AutogenContext, op: DropOrderNumberColumnOp) -> str:
+    return (
+        f"op.drop_order_number_column({op.table_name!r}, {op.column_name!r}, "
+        f"{_render_type(autogen_context, op.type_)}"
+        + _arguments(
+            ("schema", op.schema, None),
+            ("key_column", op.key_column, "id"),
+            ("order_by", op.order_by, None),
+        )
+        + ")"
+    )
+
+
+@renderers.dispatch_for(CreateOrderNumberSequenceOp)
+def _render_create_sequence(
+    autogen_context: AutogenContext, op: CreateOrderNumberSequenceOp
+) -> str:
+    schema = _arguments(("schema", op.schema, None))
+    return f"op.create_order_number_sequence({op.sequence_name!r}{schema})"
+
+
+@renderers.dispatch_for(DropOrderNumberSequenceOp)
+def _render_drop_sequence(autogen_context: AutogenContext, op: DropOrderNumberSequenceOp) -> str:
+    schema = _arguments(("schema", op.schema, None))
+    return f"op.drop_order_number_sequence({op.sequence_name!r}{schema})"
+
+
+# --- autogenerate ----------------------------------------------------------------------
+
+
+def _numbered_columns(columns: Any) -> Iterator[tuple[str, FormattedOrderNumber]]:
+    """(column name, type) of the columns drawing from a sequence."""
+    for column in columns:
+        if (
+            isinstance(column, sa.Column)
+            and isinstance(column.type, FormattedOrderNumber)
+            and column.type.sequence is not None
+        ):
+            yield column.name, column.type
+
+
+@comparators.dispatch_for("schema", priority=DispatchPriority.LAST)
+def compare_order_number_sequences(
+    autogen_context: AutogenContext, upgrade_ops: ops.UpgradeOps, schemas: Any
+) -> PriorityDispatchResult:
+    """Autogenerate: a new table's order-number sequence gets its own create/drop op.
+
+    Before each ``op.create_table`` of a table with a
+    ``FormattedOrderNumber(sequence=...)`` column it puts
+    ``op.create_order_number_sequence(name)``; the downgrade, the reverse,
+    then reads ``op.drop_table(...)`` followed by
+    ``op.drop_order_number_sequence(name)``, so the sequence (SQLite: the
+    counter row) goes with the table and a table created again numbers from
+    1. A sequence that a table staying in the models also draws from is left
+    alone.
+
+    A table dropped because its model is gone cannot say which sequence
+    numbered it (the database does not link the two): a warning names its
+    order-number columns, to add ``op.drop_order_number_sequence`` by hand.
+
+    Registered for every autogenerate run once :mod:`sqla_ids.alembic` is
+    imported, after Alembic's own comparisons.
+    """
+    created = {
+        (op.schema, op.table_name) for op in upgrade_ops.ops if isinstance(op, ops.CreateTableOp)
+    }
+    kept: set[tuple[str | None, str]] = set()  # sequences of tables not created here
+    for table in autogen_context.sorted_tables:
+        if (table.schema, table.name) not in created:
+            kept.update((table.schema, t.sequence or "") for _, t in _numbered_columns(table.c))
+    done: set[tuple[str | None, str]] = set()
+    result: list[Any] = []
+    for op in upgrade_ops.ops:
+        if isinstance(op, ops.CreateTableOp):
+            for _, type_ in _numbered_columns(op.columns):
+                sequence = (op.schema, type_.sequence or "")
+                if sequence not in kept and sequence not in done:
+                    done.add(sequence)
+                    result.append(CreateOrderNumberSequenceOp(sequence[1], schema=op.schema))
+        elif isinstance(op, ops.DropTableOp):
+            _warn_about_dropped_numbers(autogen_context, op)
+        result.append(op)
+    upgrade_ops.ops[:] = result
+    return PriorityDispatchResult.CONTINUE
+
+
+def _warn_about_dropped_numbers(autogen_context: AutogenContext, op: ops.DropTableOp) -> None:
+    connection = autogen_context.connection
+    if connection is None:
+        return
+    checks = sa.inspect(connection).get_check_constraints(op.table_name, op.schema)
+    names = {check["name"] for check in checks}
+    reflected = sa.inspect(connection).get_columns(op.table_name, op.schema)
+    for column in reflected:
+        if order_number_check_name(op.table_name, column["name"]) in names:
+            logger.warning(
+                "dropped table %r has the order-number column %r: if a sequence numbered it, "
+                'add op.drop_order_number_sequence("<sequence>") after op.drop_table (and '
+                "op.create_order_number_sequence before op.create_table in the downgrade)",
+                op.table_name,
+                column["name"],
+            )

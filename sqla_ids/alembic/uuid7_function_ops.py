@@ -1,18 +1,22 @@
 """Alembic operations installing the server-side UUIDv7 function.
 
-``op.create_uuid7_function()`` / ``op.drop_uuid7_function()`` (reverses of
-each other) and ``op.create_uuid7_trigger(table, column)`` for MariaDB/MySQL,
-where a trigger stands in for a function ``DEFAULT``. With ``serial=True``
+``op.create_uuid7_function()`` / ``op.drop_uuid7_function()`` and
+``op.create_uuid7_trigger(table, column)`` / ``op.drop_uuid7_trigger(table,
+column)`` for MariaDB/MySQL, where a trigger stands in for a function
+``DEFAULT`` (each pair are reverses of each other). With ``serial=True``
 they handle ``sqla_ids_uuid7_serial()`` (and its sequence) instead. They
 emit plain SQL through ``op.execute``, so offline ``alembic upgrade --sql``
-prints it.
-Importing this module registers the operations.
+prints it. Every operation has a renderer and a ``reverse()`` keeping all
+its arguments. Importing this module registers the operations.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from alembic.autogenerate import renderers
+from alembic.autogenerate.api import AutogenContext
 from alembic.operations import MigrateOperation, Operations
 
 from sqla_ids.types.server_functions import (
@@ -38,6 +42,10 @@ class CreateUUID7FunctionOp(MigrateOperation):
         """Dropping the function undoes this."""
         return DropUUID7FunctionOp(self.serial)
 
+    def to_diff_tuple(self) -> tuple[Any, ...]:
+        """For ``compare_metadata()`` and ``alembic check``."""
+        return ("add_uuid7_function", self.serial)
+
 
 @Operations.register_operation("drop_uuid7_function")
 class DropUUID7FunctionOp(MigrateOperation):
@@ -55,29 +63,102 @@ class DropUUID7FunctionOp(MigrateOperation):
         """Creating the function undoes this."""
         return CreateUUID7FunctionOp(self.serial)
 
+    def to_diff_tuple(self) -> tuple[Any, ...]:
+        """For ``compare_metadata()`` and ``alembic check``."""
+        return ("remove_uuid7_function", self.serial)
+
 
 @Operations.register_operation("create_uuid7_trigger")
 class CreateUUID7TriggerOp(MigrateOperation):
     """Fill ``table.column`` from ``sqla_ids_uuid7()`` on insert (MariaDB/MySQL trigger).
 
     A no-op on PostgreSQL and SQLite, where the column's ``DEFAULT`` calls
-    the function directly.
+    the function directly. ``schema`` is the table's schema (database).
     """
 
-    def __init__(self, table_name: str, column_name: str = "id", serial: bool = False) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        column_name: str = "id",
+        serial: bool = False,
+        *,
+        schema: str | None = None,
+    ) -> None:
         self.table_name = table_name
         self.column_name = column_name
         self.serial = serial
+        self.schema = schema
 
     @classmethod
     def create_uuid7_trigger(
-        cls, operations: Operations, table_name: str, column_name: str = "id", serial: bool = False
+        cls,
+        operations: Operations,
+        table_name: str,
+        column_name: str = "id",
+        serial: bool = False,
+        *,
+        schema: str | None = None,
     ) -> Any:
         """Add the trigger filling ``table_name.column_name`` with ``sqla_ids_uuid7()``.
 
         ``serial=True`` calls ``sqla_ids_uuid7_serial()`` instead.
         """
-        return operations.invoke(cls(table_name, column_name, serial))
+        return operations.invoke(cls(table_name, column_name, serial, schema=schema))
+
+    def reverse(self) -> DropUUID7TriggerOp:
+        """Dropping the trigger undoes this."""
+        return DropUUID7TriggerOp(
+            self.table_name, self.column_name, self.serial, schema=self.schema
+        )
+
+    def to_diff_tuple(self) -> tuple[Any, ...]:
+        """For ``compare_metadata()`` and ``alembic check``."""
+        return ("add_uuid7_trigger", self.schema, self.table_name, self.column_name)
+
+
+@Operations.register_operation("drop_uuid7_trigger")
+class DropUUID7TriggerOp(MigrateOperation):
+    """Drop the trigger of ``create_uuid7_trigger`` if it exists (a no-op where there is none).
+
+    ``serial`` names the function the trigger called; it is kept for
+    :meth:`reverse`.
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        column_name: str = "id",
+        serial: bool = False,
+        *,
+        schema: str | None = None,
+    ) -> None:
+        self.table_name = table_name
+        self.column_name = column_name
+        self.serial = serial
+        self.schema = schema
+
+    @classmethod
+    def drop_uuid7_trigger(
+        cls,
+        operations: Operations,
+        table_name: str,
+        column_name: str = "id",
+        serial: bool = False,
+        *,
+        schema: str | None = None,
+    ) -> Any:
+        """Drop the trigger filling ``table_name.column_name`` (MariaDB/MySQL)."""
+        return operations.invoke(cls(table_name, column_name, serial, schema=schema))
+
+    def reverse(self) -> CreateUUID7TriggerOp:
+        """Creating the trigger again undoes this."""
+        return CreateUUID7TriggerOp(
+            self.table_name, self.column_name, self.serial, schema=self.schema
+        )
+
+    def to_diff_tuple(self) -> tuple[Any, ...]:
+        """For ``compare_metadata()`` and ``alembic check``."""
+        return ("remove_uuid7_trigger", self.schema, self.table_name, self.column_name)
 
 
 def _dialect_name(operations: Operations) -> str:
@@ -97,14 +178,72 @@ def _drop_function(operations: Operations, operation: DropUUID7FunctionOp) -> No
         operations.execute(statement)
 
 
-@Operations.implementation_for(CreateUUID7TriggerOp)
-def _create_trigger(operations: Operations, operation: CreateUUID7TriggerOp) -> None:
+def _trigger_sql(
+    operations: Operations, operation: CreateUUID7TriggerOp | DropUUID7TriggerOp
+) -> list[str]:
     dialect = operations.get_context().dialect
     preparer = dialect.identifier_preparer
-    for statement in uuid7_column_trigger_sql(
-        dialect.name,
-        preparer.quote(operation.table_name),
-        preparer.quote(operation.column_name),
-        serial=operation.serial,
-    ):
+    table = preparer.quote(operation.table_name)
+    if operation.schema is not None:
+        table = f"{preparer.quote_schema(operation.schema)}.{table}"
+    return uuid7_column_trigger_sql(
+        dialect.name, table, preparer.quote(operation.column_name), serial=operation.serial
+    )
+
+
+# The trigger's name is chosen by the database's DDL (sqla_ids.dialects); the
+# drop reads it from the statement that creates it.
+_CREATE_TRIGGER = re.compile(r"CREATE TRIGGER IF NOT EXISTS (.+?) BEFORE INSERT ON ", re.DOTALL)
+
+
+@Operations.implementation_for(CreateUUID7TriggerOp)
+def _create_trigger(operations: Operations, operation: CreateUUID7TriggerOp) -> None:
+    for statement in _trigger_sql(operations, operation):
         operations.execute(statement)
+
+
+@Operations.implementation_for(DropUUID7TriggerOp)
+def _drop_trigger(operations: Operations, operation: DropUUID7TriggerOp) -> None:
+    for statement in _trigger_sql(operations, operation):
+        match = _CREATE_TRIGGER.match(statement)
+        if match is None:  # pragma: no cover - every trigger statement has this form
+            raise RuntimeError(f"cannot find the trigger name in {statement!r}")
+        operations.execute(f"DROP TRIGGER IF EXISTS {match.group(1)}")
+
+
+# --- renderers ---------------------------------------------------------------------
+
+
+def _serial(serial: bool) -> str:
+    return "serial=True" if serial else ""
+
+
+@renderers.dispatch_for(CreateUUID7FunctionOp)
+def _render_create_function(autogen_context: AutogenContext, op: CreateUUID7FunctionOp) -> str:
+    return f"op.create_uuid7_function({_serial(op.serial)})"
+
+
+@renderers.dispatch_for(DropUUID7FunctionOp)
+def _render_drop_function(autogen_context: AutogenContext, op: DropUUID7FunctionOp) -> str:
+    return f"op.drop_uuid7_function({_serial(op.serial)})"
+
+
+def _trigger_arguments(op: CreateUUID7TriggerOp | DropUUID7TriggerOp) -> str:
+    args = [repr(op.table_name)]
+    if op.column_name != "id":
+        args.append(repr(op.column_name))
+    if op.serial:
+        args.append("serial=True")
+    if op.schema is not None:
+        args.append(f"schema={op.schema!r}")
+    return ", ".join(args)
+
+
+@renderers.dispatch_for(CreateUUID7TriggerOp)
+def _render_create_trigger(autogen_context: AutogenContext, op: CreateUUID7TriggerOp) -> str:
+    return f"op.create_uuid7_trigger({_trigger_arguments(op)})"
+
+
+@renderers.dispatch_for(DropUUID7TriggerOp)
+def _render_drop_trigger(autogen_context: AutogenContext, op: DropUUID7TriggerOp) -> str:
+    return f"op.drop_uuid7_trigger({_trigger_arguments(op)})"
