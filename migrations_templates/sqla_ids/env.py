@@ -5,7 +5,9 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-import sqla_ids.alembic  # noqa: F401 - registers op.migrate_pk_to_uuid7 and friends
+# Registers op.migrate_pk_to_uuid7 and friends, and the autogenerate comparator
+# that gives a new table's order-number sequence its own create/drop operation.
+import sqla_ids.alembic  # noqa: F401
 from sqla_ids.alembic import include_object, render_item
 from sqla_ids.alembic.rewriter import rewrite_pk_migrations
 
@@ -18,6 +20,13 @@ if config.config_file_name is not None:
 # from myapp import mymodel
 # target_metadata = mymodel.Base.metadata
 target_metadata = None
+
+# Order-number keys are named in migrations, never written there. Operations
+# that draw numbers (op.add_order_number_column) read them from the environment
+# (SQLA_IDS_ORDER_KEY_<NAME> / SQLA_IDS_ORDER_TWEAK_<NAME>), or register them here
+# from your configuration:
+# from sqla_ids.order_numbers import register_key
+# register_key("shop", settings.ORDER_KEY, settings.ORDER_TWEAK)
 
 
 def run_migrations_offline() -> None:

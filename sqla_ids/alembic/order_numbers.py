@@ -536,10 +536,13 @@ def _warn_about_dropped_numbers(autogen_context: AutogenContext, op: ops.DropTab
     connection = autogen_context.connection
     if connection is None:
         return
-    checks = sa.inspect(connection).get_check_constraints(op.table_name, op.schema)
+    inspector = sa.inspect(connection)
+    try:
+        checks = inspector.get_check_constraints(op.table_name, op.schema)
+    except NotImplementedError:  # a dialect that cannot reflect CHECK constraints
+        return
     names = {check["name"] for check in checks}
-    reflected = sa.inspect(connection).get_columns(op.table_name, op.schema)
-    for column in reflected:
+    for column in inspector.get_columns(op.table_name, op.schema):
         if order_number_check_name(op.table_name, column["name"]) in names:
             logger.warning(
                 "dropped table %r has the order-number column %r: if a sequence numbered it, "

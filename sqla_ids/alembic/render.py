@@ -1,7 +1,12 @@
 """Autogenerate rendering of sqla_ids column types.
 
 Pass :func:`render_item` to ``context.configure(render_item=...)`` in
-``env.py``: migrations then say ``sqla_ids.UUIDv7()`` and import ``sqla_ids``.
+``env.py``: migrations then say ``sqla_ids.UUIDv7()`` and
+``sqla_ids.FormattedOrderNumber(key='shop', sequence='orders_number_seq')``
+and import ``sqla_ids``. Without it Alembic writes each type's module path
+(``sqla_ids.types.order_number.FormattedOrderNumber(...)``), which works too.
+sqla_ids' operations render themselves (each module registers its renderer,
+typed the same way).
 """
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ With ``sequence="orders_number_seq"`` the column also gets its default: the
 next value of a real database sequence (PostgreSQL/MariaDB ``SEQUENCE``, an
 atomically updated counter table on SQLite), encoded by the format. The
 sequence is created and dropped with the table (``create_all``/``drop_all``,
-``table.create()``, Alembic ``op.create_table``).
+``table.create()``/``table.drop()``, Alembic ``op.create_table``). Alembic's
+``op.drop_table("orders")`` names only the table, so migrations drop the
+sequence with ``op.drop_order_number_sequence``, which autogenerate writes
+(:mod:`sqla_ids.alembic.order_numbers`).
 
 The key is referred to by *name*; migrations and reprs never contain it.
 
