@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
+import os
 import sys
 from collections.abc import Sequence
 
+from sqla_ids import __version__
+from sqla_ids.cli.database import scrub
 from sqla_ids.errors import CommandError
 
 # Modules (relative to this package) whose ``register`` adds sub-commands.
@@ -33,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sqla-ids",
         description="UUIDv7 keys, order numbers and key migrations for SQLAlchemy.",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name, __name__).register(subparsers)
@@ -46,12 +53,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.handler(args)
     except CommandError as error:
-        print(f"sqla-ids {args.command}: error: {error}", file=sys.stderr)
+        # Every command words its own errors; this is the last guard for secrets.
+        message = scrub(str(error), getattr(args, "url", None))
+        print(f"sqla-ids {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"sqla-ids {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader left (`sqla-ids generate -n 1000000 | head`): stop quietly,
+        # with the status a shell gives a writer stopped by SIGPIPE.
+        _discard_stdout()
+        return 141
     return status
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so flushing it at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):  # not a real file (tests)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from sqla_ids.cli.find import add_url_argument
+from sqla_ids.cli.database import add_url_argument, parse_url, url_error
 from sqla_ids.errors import CommandError, SqlaIdsError
 
 if TYPE_CHECKING:
@@ -69,12 +69,10 @@ def run(args: argparse.Namespace) -> int:
 
     rates = _integers("--rates", args.rates)
     layouts = [name.strip() for name in args.layouts.split(",") if name.strip()]
+    url = parse_url(args.url)
     try:
         check_options(args.rows, rates, args.writers, layouts)
-        url = sa.make_url(args.url)
         for_dialect(url.get_backend_name()).bench()  # unsupported database: before connecting
-    except sa.exc.ArgumentError as error:
-        raise CommandError(f"--url {args.url!r} is not a usable database URL: {error}") from None
     except (ValueError, SqlaIdsError) as error:
         raise CommandError(str(error)) from None
     show_progress = sys.stderr.isatty()
@@ -91,10 +89,8 @@ def run(args: argparse.Namespace) -> int:
             layouts=layouts,
             progress=progress if show_progress else None,
         )
-    except (sa.exc.NoSuchModuleError, ImportError) as error:
-        raise CommandError(f"--url {args.url!r} needs a database driver: {error}") from None
-    except sa.exc.DBAPIError as error:
-        raise CommandError(f"cannot use the database at --url: {error.orig}") from None
+    except (sa.exc.NoSuchModuleError, ImportError, sa.exc.DBAPIError) as error:
+        raise url_error(error, args.url) from None
     finally:
         if show_progress:
             print("\r\033[K", end="", file=sys.stderr, flush=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from sqla_ids.cli.database import parse_url, url_error
 from sqla_ids.errors import CommandError
 
 DEFAULT_URL = "sqlite:///sqla_ids_demo.sqlite3"
@@ -22,8 +23,12 @@ def register(subparsers: Any) -> None:
     demo = subparsers.add_parser(
         "demo",
         help="a short tour: a shop migrated from bigint to UUIDv7 keys, with order numbers",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "A one-minute tour on a SQLite file (or --url): a small shop with bigint keys is "
+            "created, migrated by a real Alembic migration to UUIDv7 keys (old keys kept) "
+            "with customer-facing order numbers, used through the ORM, and shown before and "
+            "after. Running it again starts over."
+        ),
     )
     demo.add_argument("--url", default=DEFAULT_URL, help=f"database URL (default {DEFAULT_URL})")
     demo.add_argument("--customers", type=int, default=20, help="customers (default 20)")
@@ -37,9 +42,15 @@ def run_demo(args: argparse.Namespace) -> int:
 
     if not 1 <= args.customers <= 100_000 or not 1 <= args.orders <= 1_000_000:
         raise CommandError("--customers must be 1…100,000 and --orders 1…1,000,000")
+    url = parse_url(args.url)
     try:
-        run_tour(args.url, customers=args.customers, orders=args.orders)
-    except (sa.exc.ArgumentError, sa.exc.OperationalError, ImportError) as error:
-        raise CommandError(f"cannot use {args.url}: {error}") from None
+        run_tour(url, customers=args.customers, orders=args.orders)
+    except (
+        sa.exc.ArgumentError,
+        sa.exc.NoSuchModuleError,
+        sa.exc.OperationalError,
+        ImportError,
+    ) as error:
+        raise url_error(error, args.url) from None
     print("\nDone. Try `sqla-ids inspect <id>` on an id above, or run again to start over.")
     return 0

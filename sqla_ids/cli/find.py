@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sqla_ids.cli.database import add_url_argument, check_schema, open_engine, url_error
 from sqla_ids.errors import CommandError, SqlaIdsError
 from sqla_ids.identifiers import UUIDFormatError, parse_uuid
-
-if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
 
 # SQLAlchemy is imported inside the functions: building the command-line
 # parser should not load it for commands that do not use a database.
@@ -44,25 +42,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def add_url_argument(parser: argparse.ArgumentParser) -> None:
-    """The ``--url`` option shared by the database tools."""
-    parser.add_argument(
-        "--url", required=True, help="SQLAlchemy database URL, e.g. sqlite:///shop.db"
-    )
-
-
-def open_engine(url: str) -> Engine:
-    """An engine for ``--url``, with a user-facing error for a bad URL."""
-    import sqlalchemy as sa
-
-    try:
-        return sa.create_engine(url)
-    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as error:
-        raise CommandError(f"--url {url!r} is not a usable database URL: {error}") from None
-    except ImportError as error:  # the URL names a driver that is not installed
-        raise CommandError(f"--url {url!r} needs a database driver: {error}") from None
-
-
 def run(args: argparse.Namespace) -> int:
     """Search the database and print the report."""
     import sqlalchemy as sa
@@ -88,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\r\033[K{line[:100]}", end="", file=sys.stderr, flush=True)
 
     try:
+        check_schema(engine, args.schema, args.url)
         report = find_uuid(
             engine,
             value,
@@ -100,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, SqlaIdsError) as error:  # bad input, unsupported dialect
         raise CommandError(str(error)) from None
     except sa.exc.DBAPIError as error:
-        raise CommandError(f"cannot use the database: {error.orig}") from None
+        raise url_error(error, args.url) from None
     finally:
         engine.dispose()
         if show_progress:

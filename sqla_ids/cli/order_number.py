@@ -24,22 +24,51 @@ from sqla_ids.order_numbers.format import SEPARATORS
 MAX_RANGE = 10_000_000
 
 
+KEY_HELP = (
+    "The FF3-1 key is never an argument (it would land in shell history and process "
+    "lists): encode and decode read it from the environment variables SQLA_IDS_ORDER_KEY "
+    "(32, 48 or 64 hex digits: AES-128/192/256) and SQLA_IDS_ORDER_TWEAK (14 hex digits), "
+    "or SQLA_IDS_ORDER_KEY_<NAME> and SQLA_IDS_ORDER_TWEAK_<NAME> (NAME in capitals) with "
+    "--key NAME. "
+    "validate and qr need no key."
+)
+
+
 def register(subparsers: Any) -> None:
     """Add ``order-number`` and its sub-commands to the command line."""
     parser = subparsers.add_parser(
         "order-number",
         help="encode, decode and validate customer-facing order numbers",
-        description="FF3-1 encrypted order numbers with a check digit (key from the environment).",
+        description="FF3-1 encrypted order numbers with a check digit. " + KEY_HELP,
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = actions.add_parser(
-            name, help=help_text, description=help_text
+            name, help=help_text, description=f"{help_text} {KEY_HELP}"
         )
-        sub.add_argument("--key", default="default", help="key name (default: 'default')")
-        sub.add_argument("--alphabet", choices=sorted(ALPHABETS), default="decimal")
-        sub.add_argument("--check-digit", choices=list(CHECK_DIGITS), default="luhn")
+        sub.add_argument(
+            "--key",
+            default="default",
+            metavar="NAME",
+            help="key name: 'default' reads SQLA_IDS_ORDER_KEY/SQLA_IDS_ORDER_TWEAK, "
+            "any other NAME reads SQLA_IDS_ORDER_KEY_<NAME>/SQLA_IDS_ORDER_TWEAK_<NAME> "
+            "(default: 'default')",
+        )
+        sub.add_argument(
+            "--alphabet",
+            choices=sorted(ALPHABETS),
+            default="decimal",
+            help="digits of the number: decimal, or Crockford Base32 letters and digits "
+            "(default: decimal)",
+        )
+        sub.add_argument(
+            "--check-digit",
+            choices=list(CHECK_DIGITS),
+            default="luhn",
+            help="check-digit scheme appended to the number; 'none' for no check digit "
+            "(default: luhn)",
+        )
         sub.add_argument(
             "--separator",
             choices=[s or "none" for s in SEPARATORS],
@@ -56,15 +85,19 @@ def register(subparsers: Any) -> None:
     encode.set_defaults(handler=run_encode)
 
     decode = add("decode", "Print the sequence values behind order numbers.")
-    decode.add_argument("numbers", nargs="+", metavar="NUMBER")
+    decode.add_argument(
+        "numbers", nargs="+", metavar="NUMBER", help="order numbers, with or without separators"
+    )
     decode.set_defaults(handler=run_decode)
 
     validate = add("validate", "Check order numbers as typed; print their display form.")
-    validate.add_argument("numbers", nargs="+", metavar="NUMBER")
+    validate.add_argument(
+        "numbers", nargs="+", metavar="NUMBER", help="order numbers as typed by a person"
+    )
     validate.set_defaults(handler=run_validate)
 
     qr = add("qr", "Print an SVG QR code for a (validated) order number.")
-    qr.add_argument("number", metavar="NUMBER")
+    qr.add_argument("number", metavar="NUMBER", help="the order number to put in the code")
     qr.add_argument(
         "--url", help="URL template with {number}, e.g. https://shop.example/o/{number}"
     )

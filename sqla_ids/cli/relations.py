@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from sqla_ids.cli.find import add_url_argument, open_engine
+from sqla_ids.cli.database import add_url_argument, check_schema, open_engine, url_error
 from sqla_ids.errors import CommandError, SqlaIdsError
 
 
@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--timeout must be positive seconds, got {args.timeout}")
     engine = open_engine(args.url)
     try:
+        check_schema(engine, args.schema, args.url)
         if args.column:
             return _related(engine, args)
         from sqla_ids.tools.diagram import to_dot, to_mermaid
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, SqlaIdsError) as error:  # bad input, unsupported dialect
         raise CommandError(str(error)) from None
     except sa.exc.DBAPIError as error:
-        raise CommandError(f"cannot use the database: {error.orig}") from None
+        raise url_error(error, args.url) from None
     finally:
         engine.dispose()
     if args.mermaid:

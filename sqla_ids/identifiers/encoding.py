@@ -125,7 +125,7 @@ def parse_uuid(value: UUID | str | bytes) -> UUID:
     >>> parse_uuid("01890a5d-ac96")
     Traceback (most recent call last):
     ...
-    sqla_ids.identifiers.encoding.UUIDFormatError: '01890a5d-ac96' is not a UUID: ... 12 characters
+    sqla_ids.identifiers.encoding.UUIDFormatError: '01890a5d-ac96' is not a UUID: ... 13 characters
     """
     if isinstance(value, UUID):
         return value
@@ -147,9 +147,10 @@ def parse_uuid(value: UUID | str | bytes) -> UUID:
     text = text.strip("{}")
     digits = text.replace("-", "")
     if len(digits) != 32:
+        given = value.strip()  # count what the user typed, dashes and all
         raise UUIDFormatError(
-            f"{value!r} is not a UUID: expected 32 hex digits (or 26 Base32 symbols), "
-            f"got {len(digits)} characters"
+            f"{value!r} is not a UUID: expected 32 hex digits (36 characters with dashes) "
+            f"or 26 Base32 symbols, got {len(given)} character{'s' * (len(given) != 1)}"
         )
     if "-" in text and [len(part) for part in text.split("-")] != [8, 4, 4, 4, 12]:
         raise UUIDFormatError(f"{value!r} is not a UUID: dashes must group digits 8-4-4-4-12")

@@ -8,6 +8,7 @@ created from ``t0`` to ``t1`` through the primary-key index.
 
 from __future__ import annotations
 
+import uuid as uuid_module
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -66,11 +67,50 @@ def is_uuid7(uuid: UUID) -> bool:
     return (uuid.int >> 76) & 0xF == 7 and (uuid.int >> 62) & 0b11 == 0b10
 
 
+# The standard library still names the variants after RFC 4122.
+_VARIANT_NAMES = {
+    uuid_module.RESERVED_NCS: "reserved (NCS backward compatibility)",
+    uuid_module.RFC_4122: "RFC 9562",
+    uuid_module.RESERVED_MICROSOFT: "reserved (Microsoft backward compatibility)",
+    uuid_module.RESERVED_FUTURE: "reserved (future definition)",
+}
+
+
+def variant_name(uuid: UUID) -> str:
+    """The variant of ``uuid`` in the words of RFC 9562 §4.1.
+
+    >>> variant_name(UUID("01890a5d-ac96-774b-bcce-b302099a8057"))
+    'RFC 9562'
+    >>> variant_name(UUID(int=0))
+    'reserved (NCS backward compatibility)'
+    """
+    return _VARIANT_NAMES[uuid.variant]
+
+
+def _kind(uuid: UUID) -> str:
+    """What ``uuid`` is, for messages: its version and variant, or nil/max.
+
+    >>> _kind(UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8"))
+    'version 1, RFC 9562 variant'
+    >>> _kind(UUID(int=0))
+    'the nil UUID'
+    >>> _kind(UUID("6ba7b810-9dad-11d1-00b4-00c04fd430c8"))
+    'variant reserved (NCS backward compatibility), no version'
+    """
+    if uuid.int == 0:
+        return "the nil UUID"
+    if uuid.int == (1 << 128) - 1:
+        return "the max UUID"
+    if uuid.variant != uuid_module.RFC_4122:
+        return f"variant {variant_name(uuid)}, no version"
+    return f"version {uuid.version}, RFC 9562 variant"
+
+
 def _require_v7(uuid: UUID) -> int:
     if not isinstance(uuid, UUID):
         raise TypeError(f"expected a uuid.UUID, got {type(uuid).__name__}")
     if not is_uuid7(uuid):
-        raise ValueError(f"{uuid} is not a UUIDv7 (version {uuid.version}, {uuid.variant})")
+        raise ValueError(f"{uuid} is not a UUIDv7 ({_kind(uuid)})")
     return uuid.int
 
 

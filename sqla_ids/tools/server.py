@@ -14,14 +14,21 @@ Endpoints (all ``GET``, all answering JSON):
 ``/health``
     ``{"status": "ok"}``.
 
-Bad requests get a 4xx answer ``{"error": "...", "status": N}`` naming the
-problem. The server binds to loopback by default.
+Every answer is JSON: bad requests get a 4xx answer ``{"error": "...",
+"status": N}`` naming the problem, methods other than ``GET`` and ``HEAD``
+get 405 with an ``Allow`` header. The server binds to loopback by default,
+serves at most ``max_connections`` connections at once (503 beyond) and gives
+each ``request_timeout`` seconds for its request to arrive.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import sys
 import threading
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,7 +41,13 @@ from sqla_ids.order_numbers import KeyConfigurationError, OrderNumberCodec, Orde
 
 DEFAULT_MAX_N = 100_000
 DEFAULT_MAX_VALUES = 1_000
+DEFAULT_REQUEST_TIMEOUT = 10.0
+"""Seconds for a request to arrive, and for each write of the answer."""
+DEFAULT_MAX_CONNECTIONS = 64
+"""Connections served at once, each by a thread; further ones get 503."""
 MAX_URL_LENGTH = 8_192
+MAX_DISCARDED_BODY = 65_536
+ALLOWED_METHODS = "GET, HEAD"
 
 
 class RequestError(ValueError):
@@ -179,6 +192,26 @@ class GeneratorAPI:
 class _Handler(BaseHTTPRequestHandler):
     server: APIServer
     server_version = "sqla-ids"
+    expired = False  # set by the server when the request did not arrive in time
+
+    def setup(self) -> None:
+        super().setup()
+        # Every read and write on the socket waits at most this long...
+        self.connection.settimeout(self.server.request_timeout)
+        # ...and the whole request must arrive within it, however slowly it trickles.
+        self.server._watch(self)
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()  # reads the headers
+        if not self.server._unwatch(self):
+            self.close_connection = True
+            return False  # cut off: whatever arrived is incomplete
+        return parsed
+
+    def finish(self) -> None:
+        self.server._unwatch(self)
+        with contextlib.suppress(OSError):  # the client is gone; nothing left to flush to
+            super().finish()
 
     def do_GET(self) -> None:
         try:
@@ -187,14 +220,39 @@ class _Handler(BaseHTTPRequestHandler):
             status, payload = error.status, {"error": str(error), "status": int(error.status)}
         self._send(status, payload)
 
+    def do_HEAD(self) -> None:
+        self.do_GET()  # the same status and headers; ``_send`` leaves the body out
+
     def _refuse(self) -> None:
+        self._discard_body()
         self._send(
             HTTPStatus.METHOD_NOT_ALLOWED,
-            {"error": f"method {self.command} not allowed; use GET", "status": 405},
-            extra={"Allow": "GET"},
+            {"error": f"method {self.command} not allowed; use GET or HEAD", "status": 405},
+            extra={"Allow": ALLOWED_METHODS},
         )
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own refusals, as JSON like every other answer."""
+        if code == HTTPStatus.NOT_IMPLEMENTED and self.command:  # a method it does not know
+            self._refuse()
+            return
+        status = HTTPStatus(code)
+        self.close_connection = True
+        if self.request_version == "HTTP/0.9":  # the request line was not understood:
+            self.request_version = "HTTP/1.0"  # answer with a status line and headers anyway
+        self._send(status, {"error": message or status.phrase, "status": int(status)})
+
+    def _discard_body(self) -> None:
+        """Read a small request body, so closing the socket does not reset the answer."""
+        self.close_connection = True
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            return
+        if 0 < length <= MAX_DISCARDED_BODY:
+            self.rfile.read(length)
 
     def _send(
         self, status: HTTPStatus, payload: dict[str, Any], extra: dict[str, str] | None = None
@@ -207,7 +265,8 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (extra or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         if not self.server.quiet:
@@ -215,20 +274,126 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class APIServer(ThreadingHTTPServer):
-    """A threading HTTP server answering with a :class:`GeneratorAPI`."""
+    """A threading HTTP server answering with a :class:`GeneratorAPI`.
+
+    Each connection gets a thread, at most ``max_connections`` at once (the
+    next ones are answered 503 at once and closed), and ``request_timeout``
+    seconds: for the whole request to arrive, and for each later write.
+    """
 
     daemon_threads = True
+    request_queue_size = 128  # the listen backlog: bursts wait in the kernel, not in threads
 
-    def __init__(self, address: tuple[str, int], api: GeneratorAPI, *, quiet: bool = False):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        api: GeneratorAPI,
+        *,
+        quiet: bool = False,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ):
+        if not request_timeout > 0:
+            raise ValueError(f"request_timeout must be positive seconds, got {request_timeout}")
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {max_connections}")
         super().__init__(address, _Handler)
         self.api = api
         self.quiet = quiet
+        self.request_timeout = request_timeout
+        self.max_connections = max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._deadlines: dict[_Handler, float] = {}
+        self._deadlines_lock = threading.Lock()
+        self._closing = threading.Event()
+        self._reaper = threading.Thread(target=self._reap, name="sqla-ids-reaper", daemon=True)
+        self._reaper.start()
 
     @property
     def url(self) -> str:
         """Base URL the server listens on."""
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
+
+    # -- the connection cap -------------------------------------------------------------
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._turn_away(request, client_address)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _turn_away(self, request: socket.socket, client_address: Any) -> None:
+        """Answer 503 without a thread: the accepting thread writes a few bytes and closes."""
+        body = json.dumps(
+            {
+                "error": f"too many connections (at most {self.max_connections}); retry shortly",
+                "status": 503,
+            }
+        ).encode("utf-8")
+        head = (
+            "HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+        ).encode("ascii")
+        try:
+            request.setblocking(False)
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                request.recv(65536)  # what the client already sent, so closing does not reset
+            request.send(head + body)  # fits the empty send buffer of a new connection
+        except OSError:
+            pass
+        if not self.quiet:
+            host = client_address[0] if isinstance(client_address, tuple) else client_address
+            sys.stderr.write(
+                f"{host} - - turned away (503): {self.max_connections} connections open\n"
+            )
+
+    # -- the request deadline -----------------------------------------------------------
+
+    def _watch(self, handler: _Handler) -> None:
+        with self._deadlines_lock:
+            self._deadlines[handler] = time.monotonic() + self.request_timeout
+
+    def _unwatch(self, handler: _Handler) -> bool:
+        """Stop watching ``handler``; False if its deadline had already cut it off."""
+        with self._deadlines_lock:
+            self._deadlines.pop(handler, None)
+            return not handler.expired
+
+    def _reap(self) -> None:
+        """Cut off connections whose request did not arrive within ``request_timeout``."""
+        tick = min(0.25, self.request_timeout / 4)
+        while not self._closing.wait(tick):
+            now = time.monotonic()
+            with self._deadlines_lock:
+                late = [h for h, deadline in self._deadlines.items() if deadline <= now]
+                for handler in late:
+                    del self._deadlines[handler]
+                    handler.expired = True
+            for handler in late:
+                handler.log_message("closed: no complete request within %g s", self.request_timeout)
+                with contextlib.suppress(OSError):
+                    handler.connection.shutdown(socket.SHUT_RDWR)  # wakes its blocked read
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], OSError):  # a client that went away mid-answer
+            return
+        super().handle_error(request, client_address)
+
+    def server_close(self) -> None:
+        self._closing.set()
+        super().server_close()
 
 
 def make_server(
@@ -237,9 +402,17 @@ def make_server(
     *,
     api: GeneratorAPI | None = None,
     quiet: bool = False,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> APIServer:
     """Create (bind) the server; ``port=0`` picks a free port. Call ``serve_forever()``."""
-    return APIServer((host, port), api or GeneratorAPI(), quiet=quiet)
+    return APIServer(
+        (host, port),
+        api or GeneratorAPI(),
+        quiet=quiet,
+        request_timeout=request_timeout,
+        max_connections=max_connections,
+    )
 
 
 def serve_in_thread(server: APIServer) -> threading.Thread:
