@@ -61,4 +61,4 @@ def test_demo_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--orders", "0"]) == 2
     assert "--customers must be 1…100,000 and --orders 1…1,000,000" in capsys.readouterr().err
     assert main(["demo", "--url", "nosuchdb://x"]) == 2
-    assert "cannot use nosuchdb://x" in capsys.readouterr().err
+    assert "--url nosuchdb://x is not a usable database URL" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from alembic import command
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
+from sqla_ids.cli.database import display_url
 from sqla_ids.demo.alembic_env import VERSION_TABLE, write_environment
 from sqla_ids.demo.shop import CUSTOMERS, ORDER_LINES, ORDERS, TABLES, sample_rows, shop_metadata
 from sqla_ids.dialects import for_dialect
@@ -201,7 +202,7 @@ def run_tour(url: str | URL, *, customers: int, orders: int, out: Print = print)
     # A fresh random key per run: the demo never shows or stores it.
     register_key(KEY_NAME, secrets.token_hex(16), secrets.token_hex(7))
     try:
-        out(f"\n== 1. a shop with bigint keys ({engine.url.render_as_string(hide_password=True)})")
+        out(f"\n== 1. a shop with bigint keys ({display_url(engine.url)})")
         start_fresh(engine, out)
         build_shop(engine, customers, orders, out)
         show_before(engine, out)
