@@ -40,9 +40,7 @@ def upgrade():
     op.migrate_pk_to_uuid7("demo_customers", timestamp_column="created_at", batch_size={batch})
     op.migrate_pk_to_uuid7("demo_orders", timestamp_column="created_at", batch_size={batch})
     op.migrate_pk_to_uuid7("demo_order_lines", batch_size={batch})
-    op.add_order_number_column(
-        "demo_orders", "number", ORDER_NUMBER, order_by="created_at"
-    )
+    op.add_order_number_column("demo_orders", "number", ORDER_NUMBER, order_by="created_at")
 
 
 def downgrade():
@@ -53,6 +51,17 @@ def downgrade():
 '''
 
 
+def migration_source(*, key_name: str, batch_size: int) -> str:
+    """The text of the demo's migration script."""
+    return MIGRATION_PY.format(key_name=key_name, batch=batch_size)
+
+
+def upgrade_operations(source: str) -> list[str]:
+    """The ``op.…`` calls of the migration's ``upgrade()``, one per line, for the tour."""
+    body = source.split("def upgrade():", 1)[1].split("def downgrade():", 1)[0]
+    return [line.strip() for line in body.splitlines() if line.strip().startswith("op.")]
+
+
 def write_environment(folder: Path, *, key_name: str, batch_size: int) -> Config:
     """Write env.py and the migration into ``folder``; return the Alembic config."""
     versions = folder / "versions"
@@ -60,7 +69,7 @@ def write_environment(folder: Path, *, key_name: str, batch_size: int) -> Config
     (folder / "env.py").write_text(ENV_PY.format(version_table=VERSION_TABLE), encoding="utf-8")
     (folder / "script.py.mako").write_text("", encoding="utf-8")
     (versions / "0001_uuid7_keys.py").write_text(
-        MIGRATION_PY.format(key_name=key_name, batch=batch_size), encoding="utf-8"
+        migration_source(key_name=key_name, batch_size=batch_size), encoding="utf-8"
     )
     config = Config()
     config.set_main_option("script_location", str(folder))

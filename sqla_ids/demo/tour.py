@@ -1,10 +1,15 @@
-"""The steps of ``sqla-ids demo``: build the shop, migrate it, use it, show it."""
+"""The steps of ``sqla-ids demo``: build the shop, migrate it, use it, show it.
+
+The order numbers are encrypted with a fixed, published sample key
+(:data:`SAMPLE_KEY`), so that a number shown by the tour can be checked with
+``sqla-ids order-number decode --key demo`` once ``SQLA_IDS_ORDER_KEY_DEMO``
+and ``SQLA_IDS_ORDER_TWEAK_DEMO`` hold it (docs/index.md, "The demo"). The
+tour itself never prints the key in full.
+"""
 
 from __future__ import annotations
 
 import logging
-import secrets
-import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
@@ -17,17 +22,29 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from sqla_ids.cli.database import display_url
-from sqla_ids.demo.alembic_env import VERSION_TABLE, write_environment
+from sqla_ids.demo.alembic_env import (
+    VERSION_TABLE,
+    migration_source,
+    upgrade_operations,
+    write_environment,
+)
 from sqla_ids.demo.shop import CUSTOMERS, ORDER_LINES, ORDERS, TABLES, sample_rows, shop_metadata
 from sqla_ids.dialects import for_dialect
 from sqla_ids.identifiers import uuid7, uuid7_datetime
 from sqla_ids.migration import state as migration_state
 from sqla_ids.order_numbers import OrderNumberCodec, default_keyring, register_key
+from sqla_ids.order_numbers.keyring import environment_variable_names
 from sqla_ids.tools.report import format_table
 from sqla_ids.types.order_number import FormattedOrderNumber
 from sqla_ids.types.uuid7 import UUIDv7
 
-KEY_NAME = "sqla_ids_demo"
+KEY_NAME = "demo"
+"""Name of the demo's order-number key (``--key demo`` on the command line)."""
+SAMPLE_KEY = "8D62B48C2008AD8A0479DC4AA8E20312"
+"""SAMPLE key of the demo's order numbers (AES-128). Published: for this tour only,
+never for real numbers. The tour shows only its first and last four digits."""
+SAMPLE_TWEAK = "66E375FBEC5163"
+"""SAMPLE FF3-1 tweak of the demo's order numbers (published, like :data:`SAMPLE_KEY`)."""
 SEQUENCE = "demo_order_numbers"
 Print = Callable[[str], None]
 
@@ -83,6 +100,10 @@ def totals_by_customer_name(engine: Engine) -> dict[str, int]:
 
 def migrate(engine: Engine, batch_size: int, out: Print) -> None:
     """Run the demo's Alembic migration (UUIDv7 keys + order numbers)."""
+    operations = upgrade_operations(migration_source(key_name=KEY_NAME, batch_size=batch_size))
+    out("  versions/0001_uuid7_keys.py, upgrade():")
+    for operation in operations:
+        out(f"    {operation}")
     with tempfile.TemporaryDirectory(prefix="sqla_ids_demo_") as folder:
         config = write_environment(Path(folder), key_name=KEY_NAME, batch_size=batch_size)
         # A connection outside any transaction: Alembic then owns it, which the
@@ -161,8 +182,11 @@ def show_before(engine: Engine, out: Print) -> None:
     out(format_table(("id", "customer_id", "created_at", "total"), rows, indent="  "))
 
 
-def show_after(engine: Engine, new_ids: Sequence[uuid.UUID], out: Print) -> None:
-    """The same first orders and the new ones: UUIDv7 ids, their timestamps, numbers."""
+def show_after(engine: Engine, new_ids: Sequence[uuid.UUID], out: Print) -> str:
+    """The same first orders and the new ones: UUIDv7 ids, their timestamps, numbers.
+
+    Returns the number of the last order shown.
+    """
     codec = OrderNumberCodec(KEY_NAME)
     orders = sa.table(
         ORDERS,
@@ -188,19 +212,59 @@ def show_after(engine: Engine, new_ids: Sequence[uuid.UUID], out: Print) -> None
     ]
     header = ("id (UUIDv7)", "created (from id)", "id_old", "number", "seq", "total")
     out(format_table(header, rows, indent="  "))
+    return str(rows[-1][3])
+
+
+def masked(secret: str) -> str:
+    """First and last four characters of a published sample value: enough to recognise it.
+
+    >>> masked("8D62B48C2008AD8A0479DC4AA8E20312")
+    '8D62…0312'
+    """
+    return f"{secret[:4]}…{secret[-4:]}"
+
+
+def show_decode_command(number: str, out: Print) -> None:
+    """How to check ``number`` with ``sqla-ids order-number decode``, and what it prints."""
+    key_variable, tweak_variable = environment_variable_names(KEY_NAME)
+    codec = OrderNumberCodec(KEY_NAME)
+    out(
+        f"  the numbers use the demo's published SAMPLE key {KEY_NAME!r} "
+        f"({masked(SAMPLE_KEY)}, tweak {masked(SAMPLE_TWEAK)}; never use it for real numbers)."
+    )
+    out(
+        f"  Set {key_variable} and {tweak_variable} to it as docs/index.md shows "
+        '("The demo"), then:'
+    )
+    out(f"    sqla-ids order-number decode --key {KEY_NAME} {number}")
+    out("  which prints the number and its sequence value:")
+    out(f"    {codec.normalize(number)}\t{codec.decode(number)}")
+
+
+class _TourNotes(logging.Handler):
+    """sqla_ids' warnings during the migration, as ``note:`` lines of the tour."""
+
+    def __init__(self, out: Print) -> None:
+        super().__init__(logging.WARNING)
+        self.out = out
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.out(f"  note: {record.getMessage()}")
+
+
+def _tour_logging(out: Print) -> tuple[logging.Logger, logging.Handler]:
+    """Warnings as tour lines, and no raw log lines: Alembic's INFO lines stay off."""
+    handler = _TourNotes(out)
+    logger = logging.getLogger("alembic.sqla_ids")
+    logger.addHandler(handler)
+    return logger, handler
 
 
 def run_tour(url: str | URL, *, customers: int, orders: int, out: Print = print) -> None:
     """Run the whole demo against ``url``."""
     engine = sa.create_engine(url)
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("  [%(name)s] %(message)s"))
-    loggers = [logging.getLogger(n) for n in ("alembic.runtime.migration", "sqla_ids")]
-    for logger in loggers:
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-    # A fresh random key per run: the demo never shows or stores it.
-    register_key(KEY_NAME, secrets.token_hex(16), secrets.token_hex(7))
+    logger, handler = _tour_logging(out)
+    register_key(KEY_NAME, SAMPLE_KEY, SAMPLE_TWEAK)
     try:
         out(f"\n== 1. a shop with bigint keys ({display_url(engine.url)})")
         start_fresh(engine, out)
@@ -215,7 +279,7 @@ def run_tour(url: str | URL, *, customers: int, orders: int, out: Print = print)
         new_ids = add_orders(engine, 3, out)
 
         out("\n== 4. after: ids are UUIDv7 in creation order, numbers decode to the sequence")
-        show_after(engine, new_ids, out)
+        last_number = show_after(engine, new_ids, out)
         after = totals_by_customer_name(engine)
         new_total = 3 * 2 * 4999
         unchanged = sum(after.values()) - new_total == sum(before.values())
@@ -226,8 +290,10 @@ def run_tour(url: str | URL, *, customers: int, orders: int, out: Print = print)
         )
         if not unchanged:
             raise RuntimeError("the migrated shop does not add up; please report this")
+
+        out("\n== 5. check an order number yourself")
+        show_decode_command(last_number, out)
     finally:
-        for logger in loggers:
-            logger.removeHandler(handler)
+        logger.removeHandler(handler)
         default_keyring.forget(KEY_NAME)
         engine.dispose()
