@@ -10,15 +10,18 @@ need it, with the reason -- unless ``SQLA_IDS_REQUIRE_DIALECTS=1`` (set by
 
 from __future__ import annotations
 
+import importlib
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 DEFAULT_POSTGRESQL_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_MARIADB_URL = "mysql+pymysql://root@127.0.0.1:3306/test"
@@ -88,6 +91,33 @@ def _base_url(dialect: str) -> URL:
     if dialect == "postgresql":
         return make_url(os.environ.get("SQLA_IDS_TEST_POSTGRESQL_URL", DEFAULT_POSTGRESQL_URL))
     return make_url(os.environ.get("SQLA_IDS_TEST_MARIADB_URL", DEFAULT_MARIADB_URL))
+
+
+# --- the ``postgresql`` marker ------------------------------------------------------
+# Every test that reaches PostgreSQL is marked ``postgresql`` at collection, so
+# ``SQLA_IDS_TEST_POSTGRESQL_URL=<another server> pytest -m postgresql`` runs
+# just those against another release (.ci/run does so on PostgreSQL 18): the
+# tests using the PostgreSQL fixtures, and those parametrized by dialect name
+# (``engine``, ``dialect``...) with a PostgreSQL case.
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "postgresql: reaches PostgreSQL (set at collection, see tests/conftest.py)"
+    )
+
+
+def _reaches_postgresql(item: pytest.Item) -> bool:
+    if "postgresql_url" in getattr(item, "fixturenames", ()):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgresql" in callspec.id
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _reaches_postgresql(item):
+            item.add_marker(pytest.mark.postgresql)
 
 
 @pytest.fixture(scope="session")
@@ -173,3 +203,64 @@ def postgresql_private_engine(postgresql_url: URL) -> Iterator[Engine]:
     """A PostgreSQL engine on a schema of this test's own (PostgreSQL-only tests)."""
     with _postgresql_scratch(_base_url("postgresql")) as url:
         yield from _engine(url)
+
+
+# --- one fixture per DBAPI driver ------------------------------------------------
+# The same run's database through other drivers. A missing driver skips (fails
+# under ``SQLA_IDS_REQUIRE_DIALECTS``), except the optional ones: mysqlclient is
+# not in the test extra because it builds from source against libmariadb-dev.
+
+MARIADB_DRIVERS = {"pymysql": "pymysql", "mysqlconnector": "mysql.connector", "mysqldb": "MySQLdb"}
+"""SQLAlchemy driver name -> module, for ``mariadb_driver_engine``."""
+ASYNC_DRIVERS = {
+    "sqlite+aiosqlite": "aiosqlite",
+    "postgresql+psycopg_async": "psycopg",
+    "postgresql+asyncpg": "asyncpg",
+}
+"""Async SQLAlchemy dialect+driver -> module, for ``async_engine_factory``."""
+OPTIONAL_DRIVERS = {
+    "MySQLdb": "mysqlclient is optional (pip install 'sqla-ids[mysqlclient]', needs libmariadb-dev)"
+}
+
+
+def _require_driver(module: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ImportError as error:
+        reason = OPTIONAL_DRIVERS.get(module) or f"driver {module} not installed: {error}"
+        if module not in OPTIONAL_DRIVERS and _require_dialects():
+            pytest.fail(f"SQLA_IDS_REQUIRE_DIALECTS is set and {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
+@pytest.fixture(params=list(MARIADB_DRIVERS))
+def mariadb_driver_engine(request: pytest.FixtureRequest, mariadb_url: URL) -> Iterator[Engine]:
+    """Engine on the run's MariaDB database, once per driver: PyMySQL,
+    mysql-connector-python, mysqlclient (same URL scheme, driver swapped)."""
+    driver: str = request.param
+    _require_driver(MARIADB_DRIVERS[driver])
+    yield from _engine(mariadb_url.set(drivername=f"{mariadb_url.get_backend_name()}+{driver}"))
+
+
+@pytest.fixture(params=list(ASYNC_DRIVERS))
+def async_engine_factory(request: pytest.FixtureRequest) -> Callable[[], AsyncEngine]:
+    """Makes an ``AsyncEngine`` on the run's SQLite/PostgreSQL database, once
+    per async driver: aiosqlite, psycopg, asyncpg.
+
+    Call it inside the test's event loop and ``await engine.dispose()`` there.
+    """
+    drivername: str = request.param
+    _require_driver(ASYNC_DRIVERS[drivername])
+    backend = drivername.partition("+")[0]
+    url: URL = request.getfixturevalue(f"{backend}_url")
+    url = url.set(drivername=drivername)
+    kwargs: dict[str, Any] = {}
+    options = url.query.get("options")
+    if drivername == "postgresql+asyncpg" and isinstance(options, str):
+        # asyncpg takes settings as ``server_settings``, not libpq's ``options``.
+        settings = dict(
+            option.removeprefix("-c").split("=", 1) for option in options.split() if "=" in option
+        )
+        url = url.difference_update_query(["options"])
+        kwargs["connect_args"] = {"server_settings": settings}
+    return lambda: create_async_engine(url, **kwargs)

@@ -7,6 +7,8 @@ MariaDB has (sequences, the native ``UUID`` type).
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
@@ -14,6 +16,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.types import TypeEngine
 
 from sqla_ids.dialects.base import Database
+from sqla_ids.identifiers import parse_uuid
 
 if TYPE_CHECKING:
     from sqla_ids.dialects.bench import Bench
@@ -21,6 +24,29 @@ if TYPE_CHECKING:
     from sqla_ids.migration.dialect import MigrationDialect
     from sqla_ids.order_numbers.format import OrderNumberFormat
     from sqla_ids.types.uuid7 import UUIDv7
+
+
+# --- uuid7 storage ---
+# ``BINARY(16)`` holding the UUID's 16 bytes in order (``mysql_storage="binary"``):
+# compared bytewise, so UUIDv7 keys sort by time. Every driver binds ``bytes``
+# and hands back ``bytes`` or ``bytearray``.
+
+
+class _Binary16(sa.types.TypeDecorator[uuid.UUID]):
+    """``BINARY(16)`` storage of a ``UUIDv7`` column: the big-endian bytes."""
+
+    impl = sa.BINARY(16)
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> bytes | None:
+        return None if value is None else bytes(value.bytes)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> uuid.UUID | None:
+        return None if value is None else parse_uuid(bytes(value))
+
+    def literal_processor(self, dialect: Dialect) -> Callable[[Any], str]:
+        # SQLAlchemy's BINARY would render the bytes as a text literal.
+        return lambda value: f"X'{parse_uuid(value).hex}'"
 
 
 class MySQL(Database):
@@ -83,9 +109,13 @@ class MySQL(Database):
 
     # --- uuid7 types ---
     # MySQL has no UUID type: CHAR(32) hex, SQLAlchemy 2.0's choice, whose text
-    # order is the UUID's byte order (time order for UUIDv7).
+    # order is the UUID's byte order (time order for UUIDv7), or BINARY(16)
+    # (``mysql_storage="binary"``), the bytes in order: half the size, same order.
     def uuid7_storage(self, type_: UUIDv7, dialect: Dialect) -> TypeEngine[Any]:
-        """Storage type of a ``UUIDv7`` column: ``CHAR(32)``."""
+        """Storage type of a ``UUIDv7`` column, by its ``mysql_storage`` option:
+        ``CHAR(32)`` (``"char32"``) or ``BINARY(16)`` (``"binary"``)."""
+        if type_.mysql_storage == "binary":
+            return _Binary16()
         return sa.Uuid(native_uuid=False)
 
     # --- uuid7 server function ---
@@ -217,11 +247,14 @@ class MariaDB(MySQL):
 
     def uuid7_storage(self, type_: UUIDv7, dialect: Dialect) -> TypeEngine[Any]:
         """Native ``UUID`` where it keeps time order, else (or with
-        ``mariadb_native=False``) ``CHAR(32)``."""
+        ``mariadb_native=False``) MySQL's storage (``mysql_storage``)."""
         if type_.mariadb_native and self.native_uuid(dialect):
-            # ``UUID`` renders the native type on both SQLAlchemy 2.0 and 2.1; on
-            # 2.0 it binds 32-hex text, which MariaDB's UUID type accepts.
-            return sa.UUID()
+            # ``UUID`` renders the native type on both SQLAlchemy 2.0 and 2.1.
+            # ``as_uuid=False``: ``UUIDv7`` binds canonical text, which every
+            # driver sends (2.1 binds ``uuid.UUID`` objects as they are, which
+            # mysql-connector refuses; 2.0 binds 32 hex digits) and MariaDB's
+            # UUID type reads.
+            return sa.UUID(as_uuid=False)
         return super().uuid7_storage(type_, dialect)
 
     # The serial variant, ``sqla_ids_uuid7_serial()``, orders values across

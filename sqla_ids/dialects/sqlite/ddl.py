@@ -6,18 +6,47 @@ Each feature has its own section in the class; keep sections independent.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.types import TypeEngine
 
 from sqla_ids.dialects.base import Database
+from sqla_ids.identifiers import parse_uuid
 
 if TYPE_CHECKING:
     from sqla_ids.dialects.bench import Bench
     from sqla_ids.dialects.scanning import Scanning
     from sqla_ids.migration.dialect import MigrationDialect
     from sqla_ids.order_numbers.format import OrderNumberFormat
+    from sqla_ids.types.uuid7 import UUIDv7
+
+
+# --- uuid7 storage ---
+# ``sqlite_storage="binary"``: a ``BLOB`` column holding the 16 bytes in order.
+# Blobs compare with memcmp, so UUIDv7 keys sort by time. SQLite has no
+# ``BINARY(16)``: a column so declared gets NUMERIC affinity and is reflected
+# as ``NUMERIC(16)``, so Alembic's autogenerate would report a change forever.
+
+
+class _Blob16(sa.types.TypeDecorator[uuid.UUID]):
+    """``BLOB`` storage of a ``UUIDv7`` column: the 16 big-endian bytes."""
+
+    impl = sa.BLOB
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> bytes | None:
+        return None if value is None else bytes(value.bytes)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> uuid.UUID | None:
+        return None if value is None else parse_uuid(bytes(value))
+
+    def literal_processor(self, dialect: Dialect) -> Callable[[Any], str]:
+        # SQLAlchemy's BLOB would render the bytes as a text literal.
+        return lambda value: f"X'{parse_uuid(value).hex}'"
 
 
 class SQLite(Database):
@@ -114,8 +143,13 @@ class SQLite(Database):
     # --- uuid7 types ---
     # SQLite stores SQLAlchemy's ``Uuid`` as 32 lowercase hex digits (CHAR(32)),
     # whose text order is the UUID's byte order, hence time order for UUIDv7.
-    def uuid7_storage(self, type_: Any, dialect: Any) -> Any:
-        """Storage type of a ``UUIDv7`` column: ``CHAR(32)`` hex."""
+    # ``sqlite_storage="binary"``: the 16 bytes in a ``BLOB`` (blobs compare with
+    # memcmp: the same order, in half the space).
+    def uuid7_storage(self, type_: UUIDv7, dialect: Dialect) -> TypeEngine[Any]:
+        """Storage type of a ``UUIDv7`` column, by its ``sqlite_storage`` option:
+        ``CHAR(32)`` hex (``"char32"``) or the 16 bytes in a ``BLOB`` (``"binary"``)."""
+        if type_.sqlite_storage == "binary":
+            return _Blob16()
         return sa.Uuid()
 
     # --- uuid7 server function ---
