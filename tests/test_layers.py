@@ -23,8 +23,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("sqla_ids.errors", "sqla_ids.identifiers", "sqla_ids.order_numbers"),
     ("sqla_ids.dialects",),
     ("sqla_ids.types",),
-    ("sqla_ids.migration", "sqla_ids.dialects.*.migration"),
-    ("sqla_ids.tools", "sqla_ids.alembic"),
+    ("sqla_ids.migration", "sqla_ids.dialects.*.migration", "sqla_ids.dialects.*.online"),
+    ("sqla_ids.tools", "sqla_ids.alembic", "sqla_ids.integrations"),
     ("sqla_ids.cli", "sqla_ids.demo"),
 ]
 

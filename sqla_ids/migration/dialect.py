@@ -31,7 +31,7 @@ from sqla_ids.migration.model import (
     Routine,
     View,
 )
-from sqla_ids.migration.strategies import Strategy
+from sqla_ids.migration.strategies import OnlineStrategy, Strategy
 
 
 class MigrationDialect(ABC):
@@ -41,6 +41,8 @@ class MigrationDialect(ABC):
     """The character quoting identifiers in this database's SQL text."""
     strategy: ClassVar[Strategy]
     """How this database's columns are changed (see :mod:`sqla_ids.migration.strategies`)."""
+    online: ClassVar[OnlineStrategy | None] = None
+    """The online strategy (writers keep going), where the database has one."""
 
     # --- reflection ------------------------------------------------------------
 

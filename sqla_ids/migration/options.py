@@ -47,6 +47,17 @@ class PkMigrationOptions:
     ``acknowledged_routines``: names of stored functions, procedures and
     triggers that use the migrated columns and that you have checked (or will
     change) for the new key type; the others are refused, by name.
+
+    Online mode (PostgreSQL; see docs/migration.md, "Online migration"):
+    ``online``: migrate while the application keeps writing -- new columns
+    kept in sync by triggers, a batched backfill, indexes and foreign keys
+    built without blocking writes, then a short swap.
+    ``lock_timeout``: seconds any online DDL may wait for a lock before it
+    gives up and retries (so the application's statements never queue
+    behind it for longer).
+    ``batch_pause``: seconds to sleep between backfill batches.
+    ``swap_attempts``: how many times a lock-timed-out step is retried, with
+    exponential backoff, before the migration stops (resumable).
     """
 
     timestamp_column: str | None = None
@@ -60,6 +71,10 @@ class PkMigrationOptions:
     server_default: str | bool = True
     recreate_views: bool = False
     acknowledged_routines: tuple[str, ...] = field(default=())
+    online: bool = False
+    lock_timeout: float = 2.0
+    batch_pause: float = 0.0
+    swap_attempts: int = 20
 
     def __post_init__(self) -> None:
         # Lists are accepted (they read naturally in a migration script) and
@@ -81,6 +96,15 @@ class PkMigrationOptions:
                 "server_default must be True (UUIDv7 from the server where possible), an SQL"
                 f" expression, or False (no default); got {sd!r}"
             )
+        for name in ("lock_timeout", "batch_pause"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
+        if self.lock_timeout == 0:
+            raise ValueError("lock_timeout must be more than 0 seconds (0 means no limit)")
+        attempts = self.swap_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ValueError(f"swap_attempts must be a whole number >= 1, got {attempts!r}")
         for name in ("timestamp_column", "old_column", "mapping_table"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):

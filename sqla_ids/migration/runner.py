@@ -26,7 +26,8 @@ from sqlalchemy.engine import Connection
 from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.migration import mapping, state, strategies
-from sqla_ids.migration.options import PkMigrationOptions
+from sqla_ids.migration.online import Phase, abort_online, migrate_online
+from sqla_ids.migration.options import PkMigrationOptions, build_options
 from sqla_ids.migration.plan import PkMigrationPlan, plan_pk_migration, refuse
 from sqla_ids.migration.progress import logger
 from sqla_ids.migration.strategies import Fill, count, count_orphans
@@ -85,6 +86,7 @@ def migrate_pk_to_uuid7(
     options: PkMigrationOptions | None = None,
     *,
     dry_run: bool = False,
+    phase: Phase = "all",
     **overrides: Any,
 ) -> PkMigrationPlan:
     """Migrate ``table``'s primary key to UUIDv7.
@@ -93,11 +95,25 @@ def migrate_pk_to_uuid7(
     its fields as keywords say how. Returns the plan; with ``dry_run=True``
     nothing is changed. A finished migration is skipped (logged) and an
     interrupted one (MariaDB/MySQL) continues with its recorded plan.
+
+    ``online=True`` migrates while the application keeps writing (see
+    :mod:`sqla_ids.migration.online`); ``phase`` then runs ``"prepare"``,
+    ``"swap"`` or ``"contract"`` alone, or ``"all"`` of them.
     """
+    opts = build_options(options, overrides)
+    if opts.online:
+        return migrate_online(connection, table, opts, phase, dry_run=dry_run)
+    if phase != "all":
+        raise ValueError(f"phase={phase!r} needs online=True (the offline mode has one phase)")
+    options, overrides = opts, {}
     strategy = for_dialect(connection.dialect).migration().strategy
     recorded = state.load(connection, table)
     if recorded is not None:
         step, plan = recorded
+        if step.startswith("online:"):
+            raise MigrationRefusedError(
+                f"{table} has an online migration at {step}: pass online=True to continue it"
+            )
         if step == "done":
             logger.info("%s.%s is already migrated to UUIDv7: skipped", table, plan.column)
             return plan
@@ -216,6 +232,14 @@ def restore_pk_from_uuid7(connection: Connection, table: str) -> PkMigrationPlan
     if recorded is None:
         raise MigrationRefusedError(f"no recorded UUIDv7 migration of {table!r} to undo")
     step, plan = recorded
+    if step.startswith("online:"):
+        if step == "online:swapped":
+            raise MigrationRefusedError(
+                f"the online migration of {table!r} is swapped but not contracted: run its"
+                " contract phase, then restore_pk_from_uuid7 (undoing a swap online is not"
+                " supported yet); nothing was changed"
+            )
+        return abort_online(connection, plan)
     if step != "done" and not step.startswith("down"):
         raise MigrationRefusedError(
             f"the migration of {table!r} is unfinished (step {step}); run migrate_pk_to_uuid7"

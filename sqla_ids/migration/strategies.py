@@ -22,10 +22,10 @@ table in key-range batches and checking the result.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -34,6 +34,8 @@ from sqla_ids.errors import MigrationVerificationError
 from sqla_ids.migration import mapping
 from sqla_ids.migration.model import PkMigrationPlan, View
 from sqla_ids.migration.progress import Progress
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,85 @@ class Strategy(ABC):
     @abstractmethod
     def downgrade(self, connection: Connection, plan: PkMigrationPlan, step: str) -> None:
         """Put the old key values back in every affected column."""
+
+
+class OnlineContext(Protocol):
+    """What an :class:`OnlineStrategy` runs its statements through (the online runner).
+
+    Every statement that takes a lock runs under the migration's
+    ``lock_timeout`` and is retried with backoff, so the application's
+    statements never wait behind it for longer than that.
+    """
+
+    plan: PkMigrationPlan
+
+    def transaction(self, work: Callable[[Connection], T], what: str) -> T:
+        """Run ``work`` in one short transaction under ``lock_timeout``, retried."""
+
+    def autocommit(self, sql: str, what: str, params: dict[str, Any] | None = None) -> None:
+        """Run one statement outside any transaction (``CREATE INDEX CONCURRENTLY``), retried."""
+
+    def pause(self) -> None:
+        """Sleep between backfill batches (``batch_pause``)."""
+
+    def progress(self, step: str, total: int) -> Progress:
+        """A progress reporter for a batched step."""
+
+
+class OnlineStrategy(ABC):
+    """Online migration: the application keeps writing while the key changes.
+
+    Phases, each made of short transactions, each resumable from what the
+    database holds: :meth:`expand` (new columns kept in sync by triggers),
+    :meth:`backfill` (keyset batches), :meth:`prepare` (indexes and foreign
+    keys built without blocking writes), :meth:`swap` (one short transaction)
+    and, later and separately, :meth:`contract`.
+    """
+
+    @abstractmethod
+    def refusals(self, connection: Connection, plan: PkMigrationPlan) -> list[str]:
+        """What the online mode cannot carry over for this plan (empty: it can)."""
+
+    @abstractmethod
+    def set_lock_timeout(self, connection: Connection, seconds: float, local: bool) -> None:
+        """Make lock waits of this transaction (``local``) or session give up after ``seconds``."""
+
+    @abstractmethod
+    def is_lock_timeout(self, error: BaseException) -> bool:
+        """Whether ``error`` is a lock wait that gave up (the step is retried)."""
+
+    @abstractmethod
+    def expand(self, connection: Connection, plan: PkMigrationPlan) -> None:
+        """Mapping table, new columns, sync triggers, server default for new rows
+        (run in one short transaction)."""
+
+    @abstractmethod
+    def backfill(self, ctx: OnlineContext) -> None:
+        """Give every existing row its new key / new reference, batch by batch."""
+
+    @abstractmethod
+    def prepare(self, ctx: OnlineContext) -> None:
+        """Unique index, NOT NULL checks, foreign keys and indexes on the new columns."""
+
+    @abstractmethod
+    def verify(self, connection: Connection, plan: PkMigrationPlan, swapped: bool) -> list[str]:
+        """Problems found comparing every row through the mapping (one snapshot)."""
+
+    @abstractmethod
+    def swap(self, connection: Connection, plan: PkMigrationPlan) -> None:
+        """Put the new columns in place of the old ones (run in one short transaction)."""
+
+    @abstractmethod
+    def contract(self, connection: Connection, plan: PkMigrationPlan) -> None:
+        """Drop what only served the transition: triggers, old child columns."""
+
+    @abstractmethod
+    def abort(self, connection: Connection, plan: PkMigrationPlan) -> None:
+        """Undo :meth:`expand` and :meth:`prepare` before the swap (the table as it was)."""
+
+    @abstractmethod
+    def unswap(self, ctx: OnlineContext) -> None:
+        """Undo :meth:`swap` before :meth:`contract`: the old keys back in place."""
 
 
 def count(connection: Connection, table: str | sa.TableClause, *where: Any) -> int:

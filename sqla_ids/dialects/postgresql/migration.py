@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.postgresql.online import PostgreSQLOnline
 from sqla_ids.migration import analysis, strategies
 from sqla_ids.migration import reflected as _reflected
 from sqla_ids.migration.dialect import MigrationDialect
@@ -790,6 +791,7 @@ class PostgreSQLMigration(MigrationDialect):
 
     identifier_quote: ClassVar[str] = IDENTIFIER_QUOTE
     strategy: ClassVar[strategies.Strategy] = AlterType()
+    online: ClassVar[strategies.OnlineStrategy | None] = PostgreSQLOnline()
     primary_key = staticmethod(primary_key)
     columns = staticmethod(columns)
     foreign_keys = staticmethod(foreign_keys)
