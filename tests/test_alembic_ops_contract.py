@@ -37,20 +37,7 @@ def _op_classes() -> list[type[MigrateOperation]]:
     return [found[name] for name in sorted(found)]
 
 
-# Gaps in sqla_ids/alembic/migrate_pk.py, which a parallel change is extending
-# (renderers for the several-table operations, options kept through
-# restore_pk_from_uuid7 and reverse()). Not strict: once fixed they pass.
-_NO_RENDERER = "no renderer"
-PENDING = {
-    ("registered", "MigratePksToUUID7Op"): _NO_RENDERER,
-    ("registered", "RestorePksFromUUID7Op"): _NO_RENDERER,
-    ("render", "MigratePksToUUID7Op"): _NO_RENDERER,
-    ("render", "RestorePksFromUUID7Op"): _NO_RENDERER,
-    ("render", "RestorePkFromUUID7Op"): "op.restore_pk_from_uuid7 takes and renders no options",
-    ("reverse", "MigratePkToUUID7Op"): "reverse() drops dry_run",
-    ("reverse", "MigratePksToUUID7Op"): "reverse() drops each table's options",
-    ("reverse", "RestorePksFromUUID7Op"): "reverse() has no options to give back; no renderer",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def _params(test: str) -> list[Any]:

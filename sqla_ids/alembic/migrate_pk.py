@@ -27,8 +27,15 @@ from alembic.operations import MigrateOperation, Operations
 from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7
+from sqla_ids.migration.online import Phase
 from sqla_ids.migration.options import PkMigrationOptions, build_options
 from sqla_ids.migration.runner import migrate_pks_to_uuid7
+
+
+def _entries(
+    tables: list[str | tuple[str, PkMigrationOptions]],
+) -> list[str | tuple[str, PkMigrationOptions]]:
+    return [t if isinstance(t, str) else (t[0], t[1]) for t in tables]
 
 
 @Operations.register_operation("migrate_pk_to_uuid7")
@@ -41,11 +48,13 @@ class MigratePkToUUID7Op(MigrateOperation):
         options: PkMigrationOptions | None = None,
         *,
         dry_run: bool = False,
+        phase: Phase = "all",
         **overrides: Any,
     ) -> None:
         self.table_name = table_name
         self.options = build_options(options, overrides)
         self.dry_run = dry_run
+        self.phase = phase
 
     @classmethod
     def migrate_pk_to_uuid7(
@@ -55,6 +64,7 @@ class MigratePkToUUID7Op(MigrateOperation):
         options: PkMigrationOptions | None = None,
         *,
         dry_run: bool = False,
+        phase: Phase = "all",
         **overrides: Any,
     ) -> Any:
         """Migrate ``table_name``'s key to UUIDv7.
@@ -83,16 +93,27 @@ class MigratePkToUUID7Op(MigrateOperation):
         (PostgreSQL also restores their owner, grants and comment). Without
         it such a view is refused, naming it.
 
+        ``online=True`` migrates while the application keeps writing (PostgreSQL;
+        see docs/migration.md, "Online migration"), with ``lock_timeout``,
+        ``batch_pause`` and ``swap_attempts``; ``phase`` then runs
+        ``"prepare"`` (expand, backfill, indexes and foreign keys, verified),
+        ``"swap"`` or ``"contract"`` alone -- one per revision across deploys --
+        or ``"all"``. Online steps commit on their own (an autocommit block).
+
         The options may also be given as one
         :class:`~sqla_ids.migration.options.PkMigrationOptions`. Running the
         operation again after it finished does nothing (logged), so a revision
         that stopped half-way can simply be run again.
         """
-        return operations.invoke(cls(table_name, options, dry_run=dry_run, **overrides))
+        return operations.invoke(
+            cls(table_name, options, dry_run=dry_run, phase=phase, **overrides)
+        )
 
     def reverse(self) -> RestorePkFromUUID7Op:
-        """The downgrade: restore the original keys."""
-        return RestorePkFromUUID7Op(self.table_name, self.options)
+        """The downgrade: restore the original keys (carrying this op's arguments)."""
+        return RestorePkFromUUID7Op(
+            self.table_name, self.options, dry_run=self.dry_run, phase=self.phase
+        )
 
 
 @Operations.register_operation("migrate_pks_to_uuid7")
@@ -100,7 +121,7 @@ class MigratePksToUUID7Op(MigrateOperation):
     """Migrate several tables' keys, planning every one before changing anything."""
 
     def __init__(self, tables: list[str | tuple[str, PkMigrationOptions]]) -> None:
-        self.tables = list(tables)
+        self.tables = _entries(tables)
 
     @classmethod
     def migrate_pks_to_uuid7(
@@ -117,43 +138,72 @@ class MigratePksToUUID7Op(MigrateOperation):
 
     def reverse(self) -> RestorePksFromUUID7Op:
         """The downgrade: restore every table, in reverse order."""
-        return RestorePksFromUUID7Op([t if isinstance(t, str) else t[0] for t in self.tables])
+        return RestorePksFromUUID7Op(self.tables)
 
 
 @Operations.register_operation("restore_pks_from_uuid7")
 class RestorePksFromUUID7Op(MigrateOperation):
     """Undo ``migrate_pks_to_uuid7``: restore each table's key, last migrated first."""
 
-    def __init__(self, tables: list[str]) -> None:
-        self.tables = list(tables)
+    def __init__(self, tables: list[str | tuple[str, PkMigrationOptions]]) -> None:
+        # Options are kept only so that reverse() gives back the same upgrade.
+        self.tables = _entries(tables)
 
     @classmethod
-    def restore_pks_from_uuid7(cls, operations: Operations, tables: list[str]) -> Any:
+    def restore_pks_from_uuid7(
+        cls, operations: Operations, tables: list[str | tuple[str, PkMigrationOptions]]
+    ) -> Any:
         """Restore the original keys of ``tables`` (given in migration order)."""
         return operations.invoke(cls(tables))
 
     def reverse(self) -> MigratePksToUUID7Op:
-        """The upgrade again (with default options)."""
-        return MigratePksToUUID7Op(list(self.tables))
+        """The upgrade again, with each table's options."""
+        return MigratePksToUUID7Op(self.tables)
 
 
 @Operations.register_operation("restore_pk_from_uuid7")
 class RestorePkFromUUID7Op(MigrateOperation):
     """Undo ``migrate_pk_to_uuid7``: the original keys, constraints and default come back."""
 
-    def __init__(self, table_name: str, options: PkMigrationOptions | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        options: PkMigrationOptions | None = None,
+        *,
+        dry_run: bool = False,
+        phase: Phase = "all",
+    ) -> None:
         self.table_name = table_name
-        # Kept so that reverse() gives back the upgrade with the same options.
+        # The upgrade's arguments, kept so that reverse() gives back the same upgrade;
+        # the restore itself reads everything it needs from the recorded plan.
         self.options = options
+        self.dry_run = dry_run
+        self.phase = phase
 
     @classmethod
-    def restore_pk_from_uuid7(cls, operations: Operations, table_name: str) -> Any:
-        """Restore ``table_name``'s original key from the recorded migration."""
-        return operations.invoke(cls(table_name))
+    def restore_pk_from_uuid7(
+        cls,
+        operations: Operations,
+        table_name: str,
+        options: PkMigrationOptions | None = None,
+        *,
+        dry_run: bool = False,
+        phase: Phase = "all",
+    ) -> Any:
+        """Restore ``table_name``'s original key from the recorded migration.
+
+        An online migration not swapped yet is undone (its new columns,
+        triggers and mapping dropped). ``options``, ``dry_run`` and ``phase``
+        are the upgrade's, carried for ``reverse()``; ``dry_run=True`` changes
+        nothing here either.
+        """
+        return operations.invoke(cls(table_name, options, dry_run=dry_run, phase=phase))
 
     def reverse(self) -> MigratePkToUUID7Op:
         """The upgrade again, with the options it was reversed from."""
-        return MigratePkToUUID7Op(self.table_name, self.options)
+        return MigratePkToUUID7Op(
+            self.table_name, self.options, dry_run=self.dry_run, phase=self.phase
+        )
 
 
 def refuse_offline(operations: Operations, name: str) -> None:
@@ -166,11 +216,12 @@ def refuse_offline(operations: Operations, name: str) -> None:
         )
 
 
-def _run(operations: Operations, work: Any) -> Any:
-    """Run ``work(connection)`` in the transaction mode the dialect needs."""
+def _run(operations: Operations, work: Any, online: bool = False) -> Any:
+    """Run ``work(connection)`` in the transaction mode the dialect needs (online
+    steps commit on their own: always an autocommit block)."""
     context = operations.get_context()
     connection = operations.get_bind()
-    if for_dialect(connection.dialect).migration().strategy.transactional:
+    if not online and for_dialect(connection.dialect).migration().strategy.transactional:
         return work(connection)
     with context.autocommit_block():
         return work(context.connection)
@@ -182,8 +233,13 @@ def _migrate(operations: Operations, operation: MigratePkToUUID7Op) -> None:
     _run(
         operations,
         lambda conn: migrate_pk_to_uuid7(
-            conn, operation.table_name, operation.options, dry_run=operation.dry_run
+            conn,
+            operation.table_name,
+            operation.options,
+            dry_run=operation.dry_run,
+            phase=operation.phase,
         ),
+        online=operation.options.online,
     )
 
 
@@ -198,8 +254,8 @@ def _restore_many(operations: Operations, operation: RestorePksFromUUID7Op) -> N
     refuse_offline(operations, "restore_pks_from_uuid7")
 
     def work(conn: Any) -> None:
-        for table in reversed(operation.tables):
-            restore_pk_from_uuid7(conn, table)
+        for entry in reversed(operation.tables):
+            restore_pk_from_uuid7(conn, entry if isinstance(entry, str) else entry[0])
 
     _run(operations, work)
 
@@ -207,6 +263,8 @@ def _restore_many(operations: Operations, operation: RestorePksFromUUID7Op) -> N
 @Operations.implementation_for(RestorePkFromUUID7Op)
 def _restore(operations: Operations, operation: RestorePkFromUUID7Op) -> None:
     refuse_offline(operations, "restore_pk_from_uuid7")
+    if operation.dry_run:
+        return
     _run(operations, lambda conn: restore_pk_from_uuid7(conn, operation.table_name))
 
 
@@ -216,7 +274,33 @@ def _render_migrate(autogen_context: AutogenContext, op: MigratePkToUUID7Op) -> 
     args = [repr(op.table_name)] + [f"{k}={_literal(v)}" for k, v in sorted(options.items())]
     if op.dry_run:
         args.append("dry_run=True")
+    if op.phase != "all":
+        args.append(f"phase={op.phase!r}")
     return f"op.migrate_pk_to_uuid7({', '.join(args)})"
+
+
+def _render_options(options: PkMigrationOptions) -> str:
+    fields = options.to_dict()
+    inner = ", ".join(f"{k}={_literal(v)}" for k, v in sorted(fields.items()))
+    return f"sqla_ids.migration.PkMigrationOptions({inner})"
+
+
+def _render_tables(autogen_context: AutogenContext, tables: list[Any]) -> str:
+    autogen_context.imports.add("import sqla_ids.migration")
+    items = [
+        repr(t) if isinstance(t, str) else f"({t[0]!r}, {_render_options(t[1])})" for t in tables
+    ]
+    return "[" + ", ".join(items) + "]"
+
+
+@renderers.dispatch_for(MigratePksToUUID7Op)
+def _render_migrate_many(autogen_context: AutogenContext, op: MigratePksToUUID7Op) -> str:
+    return f"op.migrate_pks_to_uuid7({_render_tables(autogen_context, op.tables)})"
+
+
+@renderers.dispatch_for(RestorePksFromUUID7Op)
+def _render_restore_many(autogen_context: AutogenContext, op: RestorePksFromUUID7Op) -> str:
+    return f"op.restore_pks_from_uuid7({_render_tables(autogen_context, op.tables)})"
 
 
 def _literal(value: Any) -> str:
@@ -230,4 +314,12 @@ def _literal(value: Any) -> str:
 
 @renderers.dispatch_for(RestorePkFromUUID7Op)
 def _render_restore(autogen_context: AutogenContext, op: RestorePkFromUUID7Op) -> str:
-    return f"op.restore_pk_from_uuid7({op.table_name!r})"
+    args = [repr(op.table_name)]
+    if op.options is not None and op.options.to_dict():
+        autogen_context.imports.add("import sqla_ids.migration")
+        args.append(_render_options(op.options))
+    if op.dry_run:
+        args.append("dry_run=True")
+    if op.phase != "all":
+        args.append(f"phase={op.phase!r}")
+    return f"op.restore_pk_from_uuid7({', '.join(args)})"
