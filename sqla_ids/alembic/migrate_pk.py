@@ -26,7 +26,7 @@ from alembic.operations import MigrateOperation, Operations
 
 from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError
-from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7
+from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7, state
 from sqla_ids.migration.online import Phase
 from sqla_ids.migration.options import PkMigrationOptions, build_options
 from sqla_ids.migration.runner import migrate_pks_to_uuid7
@@ -265,7 +265,12 @@ def _restore(operations: Operations, operation: RestorePkFromUUID7Op) -> None:
     refuse_offline(operations, "restore_pk_from_uuid7")
     if operation.dry_run:
         return
-    _run(operations, lambda conn: restore_pk_from_uuid7(conn, operation.table_name))
+    step = state.steps(operations.get_bind()).get(operation.table_name, "")
+    _run(
+        operations,
+        lambda conn: restore_pk_from_uuid7(conn, operation.table_name),
+        online=step == "online:swapped",
+    )
 
 
 @renderers.dispatch_for(MigratePkToUUID7Op)

@@ -243,6 +243,26 @@ def _verify(run: OnlineRun, strategy: OnlineStrategy, swapped: bool) -> None:
         )
 
 
+def unswap_online(
+    connection: Connection, plan: PkMigrationPlan, options: PkMigrationOptions | None = None
+) -> PkMigrationPlan:
+    """Undo a swapped (not yet contracted) online migration, online: the old
+    columns get their indexes and foreign keys back without blocking writes,
+    then take their names again in one short transaction."""
+    strategy = online_strategy(connection)
+    run = OnlineRun(_engine(connection), plan, strategy, options or plan.migration_options)
+    strategy.unprepare(run)
+    _verify(run, strategy, swapped=True)
+
+    def work(c: Connection) -> None:
+        strategy.unswap(c, plan)
+        state.forget(c, plan.table)
+
+    run.transaction(work, "undo swap")
+    logger.info("%s: online migration undone (old keys back)", plan.table)
+    return plan
+
+
 def abort_online(connection: Connection, plan: PkMigrationPlan) -> PkMigrationPlan:
     """Undo an online migration that has not been swapped yet, on ``connection``
     (in its transaction, as a downgrade runs): the tables as they were."""

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.migration import mapping, state, strategies
-from sqla_ids.migration.online import Phase, abort_online, migrate_online
+from sqla_ids.migration.online import Phase, abort_online, migrate_online, unswap_online
 from sqla_ids.migration.options import PkMigrationOptions, build_options
 from sqla_ids.migration.plan import PkMigrationPlan, plan_pk_migration, refuse
 from sqla_ids.migration.progress import logger
@@ -228,17 +228,16 @@ def restore_pk_from_uuid7(connection: Connection, table: str) -> PkMigrationPlan
     """
     dialect = for_dialect(connection.dialect).migration()
     strategy = dialect.strategy
+    ours = not connection.in_transaction()
     recorded = state.load(connection, table)
     if recorded is None:
         raise MigrationRefusedError(f"no recorded UUIDv7 migration of {table!r} to undo")
     step, plan = recorded
     if step.startswith("online:"):
         if step == "online:swapped":
-            raise MigrationRefusedError(
-                f"the online migration of {table!r} is swapped but not contracted: run its"
-                " contract phase, then restore_pk_from_uuid7 (undoing a swap online is not"
-                " supported yet); nothing was changed"
-            )
+            if ours:  # the state read began it: end it, the online steps wait for none
+                connection.rollback()
+            return unswap_online(connection, plan)
         return abort_online(connection, plan)
     if step != "done" and not step.startswith("down"):
         raise MigrationRefusedError(

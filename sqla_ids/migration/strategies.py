@@ -158,8 +158,13 @@ class OnlineStrategy(ABC):
         """Undo :meth:`expand` and :meth:`prepare` before the swap (the table as it was)."""
 
     @abstractmethod
-    def unswap(self, ctx: OnlineContext) -> None:
-        """Undo :meth:`swap` before :meth:`contract`: the old keys back in place."""
+    def unprepare(self, ctx: OnlineContext) -> None:
+        """After the swap, before :meth:`contract`: indexes and foreign keys back on the
+        old columns (kept in step by the triggers), without blocking writes."""
+
+    @abstractmethod
+    def unswap(self, connection: Connection, plan: PkMigrationPlan) -> None:
+        """Undo :meth:`swap` (run in one short transaction after :meth:`unprepare`)."""
 
 
 def count(connection: Connection, table: str | sa.TableClause, *where: Any) -> int:

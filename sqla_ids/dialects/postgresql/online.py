@@ -38,6 +38,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import mapping
 from sqla_ids.migration.model import OLD_COLUMN_COMMENT, PkMigrationPlan, Reference
 from sqla_ids.migration.strategies import OnlineContext, OnlineStrategy
@@ -81,6 +82,37 @@ def _refs(plan: PkMigrationPlan) -> list[tuple[int, Reference]]:
 def _child_old(plan: PkMigrationPlan, n: int, ref: Reference) -> str:
     """Where a child's old values stay between the swap and the contract."""
     return f"{ref.column}_old" if plan.keep_child_old_columns else f"sqla_ids_old_{n}"
+
+
+class _Sides:
+    """Which columns play which part, upgrading (``up``) or undoing the swap.
+
+    ``new``: the column that takes the original name and role; ``parked``:
+    the name the column currently in that role moves to.
+    """
+
+    def __init__(self, plan: PkMigrationPlan, up: bool) -> None:
+        self.plan, self.up = plan, up
+        key_tmp = plan.temp_column(plan.table, plan.column)
+        self.key_new = key_tmp if up else plan.old_column
+        self.key_parked = plan.old_column if up else key_tmp
+
+    def child_new(self, n: int, ref: Reference) -> str:
+        tmp = self.plan.temp_column(ref.table, ref.column)
+        return tmp if self.up else _child_old(self.plan, n, ref)
+
+    def child_parked(self, n: int, ref: Reference) -> str:
+        tmp = self.plan.temp_column(ref.table, ref.column)
+        return _child_old(self.plan, n, ref) if self.up else tmp
+
+    def new_column(self, table: str, column: str) -> str:
+        """The column that will replace ``table.column`` (in an index being rebuilt)."""
+        if (table, column) == (self.plan.table, self.plan.column):
+            return self.key_new
+        for n, ref in _refs(self.plan):
+            if (ref.table, ref.column) == (table, column):
+                return self.child_new(n, ref)
+        return column
 
 
 def _pk_columns(connection: Connection, table: str) -> list[str]:
@@ -491,26 +523,22 @@ class PostgreSQLOnline(OnlineStrategy):
     def prepare(self, ctx: OnlineContext) -> None:
         """Indexes, NOT NULL proofs and foreign keys on the new columns, without
         blocking writes."""
+        self._prepare(ctx, _Sides(ctx.plan, up=True))
+
+    def _prepare(self, ctx: OnlineContext, sides: _Sides) -> None:
         plan = ctx.plan
-        key_tmp = plan.temp_column(plan.table, plan.column)
-        self._index(ctx, plan.table, [key_tmp], _name(plan, "key", 0), unique=True)
-        self._not_null(ctx, plan.table, key_tmp, _name(plan, "nn", 0))
-        targets = plan.targets()
-        for dep in plan.dependents:
+        self._index(ctx, plan.table, [sides.key_new], _name(plan, "key", 0), unique=True)
+        self._not_null(ctx, plan.table, sides.key_new, _name(plan, "nn", 0))
+        for number, dep in enumerate(plan.dependents):
             if dep.kind == "primary":
                 continue
-            cols = [
-                plan.temp_column(dep.table, c) if (dep.table, c) in targets else c
-                for c in dep.columns
-            ]
-            number = plan.dependents.index(dep)
+            cols = [sides.new_column(dep.table, c) for c in dep.columns]
             self._index(ctx, dep.table, cols, _name(plan, "ix", number), dep.kind == "unique")
         for n, ref in _refs(plan):
-            tmp = plan.temp_column(ref.table, ref.column)
             if not ref.nullable:
-                self._not_null(ctx, ref.table, tmp, _name(plan, "nn", n))
+                self._not_null(ctx, ref.table, sides.child_new(n, ref), _name(plan, "nn", n))
             if ref.constraint:
-                self._foreign_key(ctx, plan, n, ref)
+                self._foreign_key(ctx, plan, n, ref, sides)
 
     def _index(
         self, ctx: OnlineContext, table: str, columns: list[str], name: str, unique: bool
@@ -557,7 +585,7 @@ class PostgreSQLOnline(OnlineStrategy):
         )
 
     def _foreign_key(
-        self, ctx: OnlineContext, plan: PkMigrationPlan, n: int, ref: Reference
+        self, ctx: OnlineContext, plan: PkMigrationPlan, n: int, ref: Reference, sides: _Sides
     ) -> None:
         name = _name(plan, "fk", n)
         assert ref.constraint is not None
@@ -574,9 +602,9 @@ class PostgreSQLOnline(OnlineStrategy):
             actions = _fk_actions(connection, ref.table, str(ref.constraint))
             connection.exec_driver_sql(
                 f"ALTER TABLE {_q(connection, ref.table)} ADD CONSTRAINT {_q(connection, name)}"
-                f" FOREIGN KEY ({_q(connection, plan.temp_column(ref.table, ref.column))})"
+                f" FOREIGN KEY ({_q(connection, sides.child_new(n, ref))})"
                 f" REFERENCES {_q(connection, plan.table)}"
-                f" ({_q(connection, plan.temp_column(plan.table, plan.column))}){actions} NOT VALID"
+                f" ({_q(connection, sides.key_new)}){actions} NOT VALID"
             )
 
         ctx.transaction(add, f"foreign key {name}")
@@ -599,18 +627,41 @@ class PostgreSQLOnline(OnlineStrategy):
 
     def swap(self, connection: Connection, plan: PkMigrationPlan) -> None:
         """The new columns take the old ones' names and roles."""
+        self._swap(connection, plan, _Sides(plan, up=True))
+        default = plan.new_default_sql
+        t, q = _q(connection, plan.table), partial(_q, connection)
+        connection.exec_driver_sql(
+            f"ALTER TABLE {t} ALTER COLUMN {q(plan.column)} "
+            + (f"SET DEFAULT {default}" if default else "DROP DEFAULT")
+        )
+        _comment(
+            connection,
+            plan.table,
+            plan.old_column,
+            OLD_COLUMN_COMMENT.format(table=plan.table, column=plan.column),
+        )
+        if plan.default.kind != "identity":
+            # The application stops sending old keys; an identity keeps numbering them.
+            connection.exec_driver_sql(
+                f"ALTER TABLE {t} ALTER COLUMN {q(plan.old_column)} DROP NOT NULL"
+            )
+        for n, ref in _refs(plan):
+            connection.exec_driver_sql(
+                f"ALTER TABLE {q(ref.table)} ALTER COLUMN {q(_child_old(plan, n, ref))}"
+                " DROP NOT NULL"
+            )
+        self._sync_triggers(connection, plan, forward=False)
 
+    def _swap(self, connection: Connection, plan: PkMigrationPlan, sides: _Sides) -> None:
         def q(name: str) -> str:
             return _q(connection, name)
 
         self._lock(connection, plan)
-        t, key_tmp = q(plan.table), plan.temp_column(plan.table, plan.column)
+        t = q(plan.table)
         comment = _column_comment(connection, plan.table, plan.column)
-        _copy_column_grants(connection, plan.table, plan.column, key_tmp)
-        for _, ref in _refs(plan):
-            _copy_column_grants(
-                connection, ref.table, ref.column, plan.temp_column(ref.table, ref.column)
-            )
+        _copy_column_grants(connection, plan.table, plan.column, sides.key_new)
+        for n, ref in _refs(plan):
+            _copy_column_grants(connection, ref.table, ref.column, sides.child_new(n, ref))
         for _, ref in _refs(plan):
             if ref.constraint:
                 connection.exec_driver_sql(
@@ -635,10 +686,10 @@ class PostgreSQLOnline(OnlineStrategy):
         pk_name = plan.pk_name or f"{plan.table}_pkey"
         connection.exec_driver_sql(f"ALTER TABLE {t} DROP CONSTRAINT {q(pk_name)}")
         connection.exec_driver_sql(
-            f"ALTER TABLE {t} RENAME COLUMN {q(plan.column)} TO {q(plan.old_column)}"
+            f"ALTER TABLE {t} RENAME COLUMN {q(plan.column)} TO {q(sides.key_parked)}"
         )
         connection.exec_driver_sql(
-            f"ALTER TABLE {t} RENAME COLUMN {q(key_tmp)} TO {q(plan.column)}"
+            f"ALTER TABLE {t} RENAME COLUMN {q(sides.key_new)} TO {q(plan.column)}"
         )
         # The validated CHECK proves there is no NULL: SET NOT NULL does not scan.
         connection.exec_driver_sql(f"ALTER TABLE {t} ALTER COLUMN {q(plan.column)} SET NOT NULL")
@@ -647,33 +698,14 @@ class PostgreSQLOnline(OnlineStrategy):
         connection.exec_driver_sql(
             f"ALTER TABLE {t} ADD CONSTRAINT {q(pk_name)} PRIMARY KEY USING INDEX {q(pk_name)}"
         )
-        default = plan.new_default_sql
-        connection.exec_driver_sql(
-            f"ALTER TABLE {t} ALTER COLUMN {q(plan.column)} "
-            + (f"SET DEFAULT {default}" if default else "DROP DEFAULT")
-        )
         _comment(connection, plan.table, plan.column, comment)
-        _comment(
-            connection,
-            plan.table,
-            plan.old_column,
-            OLD_COLUMN_COMMENT.format(table=plan.table, column=plan.column),
-        )
-        if plan.default.kind != "identity":
-            # The application stops sending old keys; an identity keeps numbering them.
-            connection.exec_driver_sql(
-                f"ALTER TABLE {t} ALTER COLUMN {q(plan.old_column)} DROP NOT NULL"
-            )
         for n, ref in _refs(plan):
-            c, tmp, old = (
-                q(ref.table),
-                plan.temp_column(ref.table, ref.column),
-                _child_old(plan, n, ref),
-            )
+            c, new, parked = q(ref.table), sides.child_new(n, ref), sides.child_parked(n, ref)
             comment = _column_comment(connection, ref.table, ref.column)
-            connection.exec_driver_sql(f"ALTER TABLE {c} RENAME COLUMN {q(ref.column)} TO {q(old)}")
-            connection.exec_driver_sql(f"ALTER TABLE {c} ALTER COLUMN {q(old)} DROP NOT NULL")
-            connection.exec_driver_sql(f"ALTER TABLE {c} RENAME COLUMN {q(tmp)} TO {q(ref.column)}")
+            connection.exec_driver_sql(
+                f"ALTER TABLE {c} RENAME COLUMN {q(ref.column)} TO {q(parked)}"
+            )
+            connection.exec_driver_sql(f"ALTER TABLE {c} RENAME COLUMN {q(new)} TO {q(ref.column)}")
             _comment(connection, ref.table, ref.column, comment)
             if not ref.nullable:
                 connection.exec_driver_sql(
@@ -698,7 +730,6 @@ class PostgreSQLOnline(OnlineStrategy):
                     f"ALTER TABLE {q(dep.table)} ADD CONSTRAINT {q(owners[dep.name])}"
                     f" UNIQUE USING INDEX {q(dep.name)}"
                 )
-        self._sync_triggers(connection, plan, forward=False)
 
     # --- contract ------------------------------------------------------------------
 
@@ -767,8 +798,37 @@ class PostgreSQLOnline(OnlineStrategy):
                 problems.append(f"{ref.table}.{ref.column}: {bad} rows not matching the mapping")
         return problems
 
-    def unswap(self, ctx: OnlineContext) -> None:
+    def unprepare(self, ctx: OnlineContext) -> None:
         """After the swap, before the contract: the old columns (kept in step by the
-        triggers) get their key, indexes and foreign keys back, then take their
-        names again; the UUID columns are dropped."""
-        raise NotImplementedError
+        triggers) get their unique index, NOT NULL proofs, indexes and foreign keys
+        back, without blocking writes."""
+        plan = ctx.plan
+
+        def unnumbered(connection: Connection) -> int:
+            return int(
+                connection.exec_driver_sql(
+                    f"SELECT count(*) FROM {_q(connection, plan.table)}"
+                    f" WHERE {_q(connection, plan.old_column)} IS NULL"
+                ).scalar_one()
+            )
+
+        missing = ctx.transaction(unnumbered, "downgrade check")
+        if missing:
+            raise MigrationRefusedError(
+                f"cannot undo the swap of {plan.table} online: {missing} rows inserted since"
+                f" have no old key in {plan.old_column} (the old key had no default to"
+                " number them); contract, then restore offline; nothing was changed"
+            )
+        self._prepare(ctx, _Sides(plan, up=False))
+
+    def unswap(self, connection: Connection, plan: PkMigrationPlan) -> None:
+        """The old columns take their names and roles back; the UUID columns,
+        the triggers and the mapping table go."""
+        self._swap(connection, plan, _Sides(plan, up=False))
+        self._drop_triggers(connection, plan)
+        q = partial(_q, connection)
+        for table, column in reversed(plan.targets()):  # children (and their FKs) first
+            connection.exec_driver_sql(
+                f"ALTER TABLE {q(table)} DROP COLUMN {q(plan.temp_column(table, column))}"
+            )
+        mapping.mapping_table(plan).drop(connection, checkfirst=True)
