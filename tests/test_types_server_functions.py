@@ -128,10 +128,15 @@ def _offline_sql(dialect_name: str, run: str) -> str:
 @pytest.mark.parametrize("dialect_name", ["postgresql", "mysql"])
 def test_alembic_offline_mode_emits_the_sql(dialect_name: str) -> None:
     created = _offline_sql(dialect_name, "create_uuid7_function")
-    assert "sqla_ids_uuid7()" in created and "CREATE" in created
-    assert "DROP FUNCTION IF EXISTS sqla_ids_uuid7" in _offline_sql(
-        dialect_name, "drop_uuid7_function"
-    )
+    dropped = _offline_sql(dialect_name, "drop_uuid7_function")
+    if dialect_name == "postgresql":
+        # Named by the schema current when the script runs (a DO block).
+        assert "CREATE OR REPLACE FUNCTION" in created and "'sqla_ids_uuid7'" in created
+        assert "current_schema()" in created and "current_schema()" in dropped
+        assert "'DROP FUNCTION IF EXISTS ' || s || '.' || 'sqla_ids_uuid7()'" in dropped
+    else:  # MariaDB/MySQL: unqualified is the current database
+        assert "CREATE FUNCTION IF NOT EXISTS sqla_ids_uuid7()" in created
+        assert "DROP FUNCTION IF EXISTS sqla_ids_uuid7" in dropped
 
 
 def test_alembic_operations_online(private_engine: Engine) -> None:

@@ -170,9 +170,17 @@ def test_alembic_renders_and_emits_the_serial_function() -> None:
     context = SimpleNamespace(imports=set())
     rendered = render_item("server_default", UUIDv7ServerDefault(serial=True), context)
     assert rendered == "sqla_ids.UUIDv7ServerDefault(serial=True)"
-    for dialect_name, sequence_ddl in (
-        ("postgresql", "CREATE SEQUENCE IF NOT EXISTS sqla_ids_uuid7_serial_seq"),
-        ("mariadb", "CREATE SEQUENCE IF NOT EXISTS sqla_ids_uuid7_serial_seq"),
+    for dialect_name, sequence_ddl, drop_ddl in (
+        (
+            "postgresql",  # in the current schema, named when the script runs
+            "'CREATE SEQUENCE IF NOT EXISTS ' || s || '.' || 'sqla_ids_uuid7_serial_seq'",
+            "'DROP SEQUENCE IF EXISTS ' || s || '.' || 'sqla_ids_uuid7_serial_seq'",
+        ),
+        (
+            "mariadb",
+            "CREATE SEQUENCE IF NOT EXISTS sqla_ids_uuid7_serial_seq",
+            "DROP SEQUENCE IF EXISTS sqla_ids_uuid7_serial_seq",
+        ),
     ):
         buffer = io.StringIO()
         migration = MigrationContext.configure(
@@ -182,8 +190,8 @@ def test_alembic_renders_and_emits_the_serial_function() -> None:
         op.create_uuid7_function(serial=True)
         op.drop_uuid7_function(serial=True)
         sql = buffer.getvalue()
-        assert sequence_ddl in sql and "sqla_ids_uuid7_serial()" in sql
-        assert "DROP SEQUENCE IF EXISTS sqla_ids_uuid7_serial_seq" in sql
+        assert sequence_ddl in sql and "sqla_ids_uuid7_serial" in sql
+        assert drop_ddl in sql
 
 
 def test_mysql_without_sequences_is_refused_before_any_change() -> None:

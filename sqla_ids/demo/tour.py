@@ -50,7 +50,9 @@ Print = Callable[[str], None]
 
 
 def _leftovers(engine: Engine) -> list[str]:
-    names = set(sa.inspect(engine).get_table_names())
+    # By schema: PostgreSQL's default lists every table the search_path shows.
+    inspector = sa.inspect(engine)
+    names = set(inspector.get_table_names(schema=inspector.default_schema_name))
     return sorted(n for n in names if n.startswith("demo_") or n == VERSION_TABLE)
 
 
@@ -60,10 +62,14 @@ def start_fresh(engine: Engine, out: Print) -> None:
     if found:
         out(f"  found an earlier demo ({', '.join(found)}): starting fresh")
     with engine.begin() as conn:
-        metadata = sa.MetaData()
+        # Every name by its schema, the one the tour works in: an unqualified
+        # name missing there would resolve further down PostgreSQL's
+        # search_path, to another schema's object.
+        schema = sa.inspect(conn).default_schema_name
+        metadata = sa.MetaData(schema=schema)
         metadata.reflect(conn, only=found)
         metadata.drop_all(conn)
-        for_dialect(conn.dialect).order_number_drop_sequence(conn, SEQUENCE, None)
+        for_dialect(conn.dialect).order_number_drop_sequence(conn, SEQUENCE, schema)
         if sa.inspect(conn).has_table(migration_state.STATE_TABLE):
             # The migration records what it did per table (for downgrade); the
             # tables are gone, so are their records.

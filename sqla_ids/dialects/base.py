@@ -121,14 +121,33 @@ class Database:
         self.unsupported("UUID192 expressions")
 
     # --- server-side UUIDv7 function ------------------------------------------
+    # ``name``, ``sequence`` and ``schema`` arrive quoted for the dialect
+    # (sqla_ids.types.server_functions quotes them with the dialect's preparer).
+    # ``schema=None``: the schema unqualified names are created in when the
+    # statements run (PostgreSQL's ``current_schema()``, MariaDB's current
+    # database) -- never a schema further down a search path.
 
-    def uuid7_function_create_sql(self, name: str) -> list[str]:
-        """Statements creating the UUIDv7 function ``name()``."""
+    def uuid7_function_create_sql(self, name: str, schema: str | None = None) -> list[str]:
+        """Statements creating the UUIDv7 function ``name()`` in ``schema``."""
         self.unsupported("the server-side UUIDv7 function")
 
-    def uuid7_function_drop_sql(self, name: str) -> list[str]:
-        """Statements dropping the UUIDv7 function ``name()``."""
+    def uuid7_function_drop_sql(self, name: str, schema: str | None = None) -> list[str]:
+        """Statements dropping the UUIDv7 function ``schema.name()``."""
         self.unsupported("the server-side UUIDv7 function")
+
+    def uuid7_function_schema(self, connection: Connection) -> str | None:
+        """The schema ``schema=None`` stands for on ``connection`` now (unquoted)."""
+        return None
+
+    def uuid7_function_users(self, connection: Connection, name: str, schema: str) -> list[str]:
+        """What in the database calls ``schema.name()`` (unquoted names): while
+        anything does, the function is kept. None where nothing can call it."""
+        return []
+
+    def uuid7_native_function(self, dialect: Dialect) -> str | None:
+        """The database's own UUIDv7 function a ``DEFAULT`` can call instead of
+        ours on the server ``dialect`` is connected to (PostgreSQL 18's ``uuidv7``)."""
+        return None
 
     def uuid7_column_default_sql(self, name: str) -> str:
         """``DEFAULT`` expression of a column filled by the function ``name()``."""
@@ -146,11 +165,15 @@ class Database:
         """Whether ``sqla_ids_uuid7_serial()`` can exist (it needs sequences)."""
         return False
 
-    def uuid7_serial_function_create_sql(self, name: str, sequence: str) -> list[str]:
+    def uuid7_serial_function_create_sql(
+        self, name: str, sequence: str, schema: str | None = None
+    ) -> list[str]:
         """Statements creating ``sequence`` and the serial UUIDv7 function ``name()``."""
         self.unsupported("the serial UUIDv7 function", "it needs database sequences")
 
-    def uuid7_serial_function_drop_sql(self, name: str, sequence: str) -> list[str]:
+    def uuid7_serial_function_drop_sql(
+        self, name: str, sequence: str, schema: str | None = None
+    ) -> list[str]:
         """Statements dropping the serial function and its sequence."""
         self.unsupported("the serial UUIDv7 function", "it needs database sequences")
 

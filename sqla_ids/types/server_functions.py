@@ -9,6 +9,15 @@ One function name on every database, ``sqla_ids_uuid7()``:
 
 Values are valid UUIDv7 and strictly increase within one connection.
 
+Every function and sequence is created and dropped by schema (PostgreSQL) or
+database (MariaDB): the one asked for, else the one unqualified names are
+created in (``current_schema()``, ``DATABASE()``), never another schema that a
+``search_path`` happens to reach. A function is dropped only while nothing
+uses it (a column ``DEFAULT``, a trigger, a view...), so dropping one
+``MetaData`` leaves the function to the tables of another. On PostgreSQL 18+
+column defaults call the native ``uuidv7()`` itself, decided from the
+connected server's version when the DDL is compiled.
+
 ``sqla_ids_uuid7_serial()`` (``serial=True`` below) also orders values across
 connections, like ``SERIAL``: a value made after another one has been
 returned is greater, whichever connection made either. It puts a database
@@ -21,6 +30,7 @@ generator. The SQL of each database lives in its class under
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import sqlalchemy as sa
@@ -37,44 +47,71 @@ UUID7_SERIAL_SEQUENCE = "sqla_ids_uuid7_serial_seq"
 """The ``SEQUENCE`` behind :data:`UUID7_SERIAL_FUNCTION`."""
 
 
+logger = logging.getLogger(__name__)
+
+
 def _function(serial: bool) -> str:
     return UUID7_SERIAL_FUNCTION if serial else UUID7_FUNCTION
 
 
-def uuid7_function_create_sql(dialect: Dialect | str, serial: bool = False) -> list[str]:
+def _preparer(dialect: Dialect | str) -> Any:
+    """The identifier preparer of ``dialect``, or of a dialect name's default driver."""
+    if isinstance(dialect, str):
+        dialect = sa.engine.URL.create(dialect).get_dialect()()
+    return dialect.identifier_preparer
+
+
+def uuid7_function_create_sql(
+    dialect: Dialect | str, serial: bool = False, schema: str | None = None
+) -> list[str]:
     """SQL statements creating the function on ``dialect`` (or dialect name); none on SQLite.
 
     ``serial=True``: the sequence and ``sqla_ids_uuid7_serial()`` instead.
+    ``schema``: where (PostgreSQL schema, MariaDB database); by default the one
+    unqualified names are created in when the statements run.
     """
     database = for_dialect(dialect)
-    return (
-        database.uuid7_serial_function_create_sql(UUID7_SERIAL_FUNCTION, UUID7_SERIAL_SEQUENCE)
-        if serial
-        else database.uuid7_function_create_sql(UUID7_FUNCTION)
-    )
+    preparer = _preparer(dialect)
+    quoted = None if schema is None else preparer.quote_schema(schema)
+    if serial:
+        return database.uuid7_serial_function_create_sql(
+            preparer.quote(UUID7_SERIAL_FUNCTION), preparer.quote(UUID7_SERIAL_SEQUENCE), quoted
+        )
+    return database.uuid7_function_create_sql(preparer.quote(UUID7_FUNCTION), quoted)
 
 
-def uuid7_function_drop_sql(dialect: Dialect | str, serial: bool = False) -> list[str]:
+def uuid7_function_drop_sql(
+    dialect: Dialect | str, serial: bool = False, schema: str | None = None
+) -> list[str]:
     """SQL statements dropping the function on ``dialect`` (or dialect name); none on SQLite.
 
     ``serial=True``: ``sqla_ids_uuid7_serial()`` and its sequence instead.
+    ``schema`` as for :func:`uuid7_function_create_sql`. On PostgreSQL the
+    statements keep a function something still depends on; on MariaDB they
+    drop it unconditionally (:func:`remove_uuid7_function` checks first).
     """
     database = for_dialect(dialect)
-    return (
-        database.uuid7_serial_function_drop_sql(UUID7_SERIAL_FUNCTION, UUID7_SERIAL_SEQUENCE)
-        if serial
-        else database.uuid7_function_drop_sql(UUID7_FUNCTION)
-    )
+    preparer = _preparer(dialect)
+    quoted = None if schema is None else preparer.quote_schema(schema)
+    if serial:
+        return database.uuid7_serial_function_drop_sql(
+            preparer.quote(UUID7_SERIAL_FUNCTION), preparer.quote(UUID7_SERIAL_SEQUENCE), quoted
+        )
+    return database.uuid7_function_drop_sql(preparer.quote(UUID7_FUNCTION), quoted)
 
 
 def uuid7_column_default_sql(dialect: Dialect | str, serial: bool = False) -> str:
     """The ``DEFAULT`` SQL of a column filled by the function on ``dialect`` (or dialect name).
 
-    ``sqla_ids_uuid7()`` on PostgreSQL, ``(sqla_ids_uuid7())`` on SQLite; on
-    MariaDB/MySQL a nil placeholder that :func:`uuid7_column_trigger_sql`'s
-    trigger replaces. ``serial=True`` calls ``sqla_ids_uuid7_serial()``.
+    ``sqla_ids_uuid7()`` on PostgreSQL, or ``uuidv7()`` when ``dialect`` is
+    connected to PostgreSQL 18+ (no table then depends on our function);
+    ``(sqla_ids_uuid7())`` on SQLite; on MariaDB/MySQL a nil placeholder that
+    :func:`uuid7_column_trigger_sql`'s trigger replaces. ``serial=True``
+    calls ``sqla_ids_uuid7_serial()`` (no database has a native one).
     """
-    return for_dialect(dialect).uuid7_column_default_sql(_function(serial))
+    database = for_dialect(dialect)
+    native = None if serial or isinstance(dialect, str) else database.uuid7_native_function(dialect)
+    return database.uuid7_column_default_sql(native or _function(serial))
 
 
 def uuid7_column_trigger_sql(
@@ -92,14 +129,18 @@ def uuid7_serial_supported(dialect: sa.engine.Dialect) -> bool:
     return for_dialect(dialect).uuid7_serial_supported(dialect)
 
 
-def install_uuid7_function(connection: Connection, serial: bool = False) -> None:
+def install_uuid7_function(
+    connection: Connection, serial: bool = False, schema: str | None = None
+) -> None:
     """Create ``sqla_ids_uuid7()`` in the database (SQLite: register it on this connection).
 
     ``serial=True`` also creates ``sqla_ids_uuid7_serial()`` and its sequence,
     or raises :class:`~sqla_ids.dialects.UnsupportedDialectError` (before
     creating anything) where the database has no sequences. Idempotent. On
     SQLite use :func:`register_uuid7_function` on the engine so every new
-    connection has them.
+    connection has them. ``schema``: the PostgreSQL schema or MariaDB database
+    to create them in; by default the current one (``current_schema()``,
+    ``DATABASE()``), where an unqualified ``DEFAULT`` or trigger finds them.
     """
     dialect = connection.dialect
     if serial and not uuid7_serial_supported(dialect):
@@ -107,12 +148,14 @@ def install_uuid7_function(connection: Connection, serial: bool = False) -> None
             f"{UUID7_SERIAL_FUNCTION}() needs database sequences: PostgreSQL or "
             f"MariaDB 10.3+, not {dialect.name} {_version(dialect)}"
         )
-    for statement in uuid7_function_create_sql(dialect):
+    database = for_dialect(dialect)
+    if schema is None:
+        schema = database.uuid7_function_schema(connection)
+    for statement in uuid7_function_create_sql(dialect, schema=schema):
         connection.exec_driver_sql(statement)
     if serial:
-        for statement in uuid7_function_create_sql(dialect, serial=True):
+        for statement in uuid7_function_create_sql(dialect, serial=True, schema=schema):
             connection.exec_driver_sql(statement)
-    database = for_dialect(dialect)
     if database.client_functions:
         for name in (UUID7_FUNCTION, UUID7_SERIAL_FUNCTION):
             database.uuid7_function_register(connection.connection.dbapi_connection, name)
@@ -122,13 +165,35 @@ def _version(dialect: sa.engine.Dialect) -> str:
     return ".".join(str(part) for part in dialect.server_version_info or ())
 
 
-def remove_uuid7_function(connection: Connection) -> None:
-    """Drop ``sqla_ids_uuid7()`` and, where it can exist, the serial one, if they exist."""
-    for statement in uuid7_function_drop_sql(connection.dialect):
-        connection.exec_driver_sql(statement)
-    if uuid7_serial_supported(connection.dialect):
-        for statement in uuid7_function_drop_sql(connection.dialect, serial=True):
+def remove_uuid7_function(connection: Connection, schema: str | None = None) -> list[str]:
+    """Drop ``sqla_ids_uuid7()`` and, where it can exist, the serial one, unless in use.
+
+    Only in ``schema`` (by default the current one, as for
+    :func:`install_uuid7_function`), never one further down a ``search_path``.
+    A function that something still calls -- a column ``DEFAULT``, a trigger, a
+    view, a routine -- is kept, and so is the serial one's sequence with it.
+    Returns what keeps them (empty when nothing was kept); each is also
+    logged. A no-op on SQLite, whose functions live in the client.
+    """
+    dialect = connection.dialect
+    database = for_dialect(dialect)
+    if database.client_functions:
+        return []
+    if schema is None:
+        schema = database.uuid7_function_schema(connection)
+        if schema is None:  # no current schema/database: nothing can be in it
+            return []
+    kept: list[str] = []
+    for serial in (False, True) if uuid7_serial_supported(dialect) else (False,):
+        name = _function(serial)
+        users = database.uuid7_function_users(connection, name, schema)
+        if users:
+            logger.info("kept %s.%s(): still used by %s", schema, name, "; ".join(users))
+            kept.extend(users)
+            continue
+        for statement in uuid7_function_drop_sql(dialect, serial=serial, schema=schema):
             connection.exec_driver_sql(statement)
+    return kept
 
 
 def register_uuid7_function(engine: Engine) -> None:

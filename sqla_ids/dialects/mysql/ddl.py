@@ -7,6 +7,7 @@ MariaDB has (sequences, the native ``UUID`` type).
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -135,13 +136,54 @@ RETURN LOWER(CONCAT(
   '7', LPAD(HEX(@sqla_ids_uuid7_tick & 4095), 3, '0'),
   HEX(8 | (ASCII(RANDOM_BYTES(1)) & 3)), SUBSTRING(HEX(RANDOM_BYTES(8)), 2)))"""
 
-    def uuid7_function_create_sql(self, name: str) -> list[str]:
-        """Statements creating the UUIDv7 function ``name()``."""
-        return [self._UUID7_FUNCTION.format(name=name)]
+    @staticmethod
+    def _qualified(name: str, schema: str | None) -> str:
+        """``schema.name`` (both quoted already), or ``name``: the current database."""
+        return f"{schema}.{name}" if schema is not None else name
 
-    def uuid7_function_drop_sql(self, name: str) -> list[str]:
-        """Statements dropping the UUIDv7 function ``name()``."""
-        return [f"DROP FUNCTION IF EXISTS {name}"]
+    def uuid7_function_create_sql(self, name: str, schema: str | None = None) -> list[str]:
+        """Statements creating the UUIDv7 function ``name()`` in ``schema`` (quoted names)."""
+        return [self._UUID7_FUNCTION.format(name=self._qualified(name, schema))]
+
+    def uuid7_function_drop_sql(self, name: str, schema: str | None = None) -> list[str]:
+        """Statements dropping the UUIDv7 function ``schema.name()``.
+
+        Unconditional: MariaDB records no dependencies, so
+        :meth:`uuid7_function_users` is asked first (online only).
+        """
+        return [f"DROP FUNCTION IF EXISTS {self._qualified(name, schema)}"]
+
+    def uuid7_function_schema(self, connection: Connection) -> str | None:
+        """``DATABASE()``: where unqualified names are created."""
+        schema = connection.exec_driver_sql("SELECT DATABASE()").scalar()
+        return None if schema is None else str(schema)
+
+    # Nothing records which trigger calls a function: the users are triggers,
+    # routines and views whose text calls it -- unqualified from its own
+    # database, or from any database whose text also names the function's one.
+    # Erring on the side of "in use" only ever keeps the function.
+    _USERS_SQL = """\
+SELECT CONCAT('trigger ', TRIGGER_SCHEMA, '.', TRIGGER_NAME) FROM information_schema.TRIGGERS
+WHERE ACTION_STATEMENT REGEXP :call
+  AND (TRIGGER_SCHEMA = :schema OR INSTR(ACTION_STATEMENT, :schema) > 0)
+UNION ALL
+SELECT CONCAT(LOWER(ROUTINE_TYPE), ' ', ROUTINE_SCHEMA, '.', ROUTINE_NAME)
+FROM information_schema.ROUTINES
+WHERE ROUTINE_DEFINITION REGEXP :call AND NOT (ROUTINE_SCHEMA = :schema AND ROUTINE_NAME = :name)
+  AND (ROUTINE_SCHEMA = :schema OR INSTR(ROUTINE_DEFINITION, :schema) > 0)
+UNION ALL
+SELECT CONCAT('view ', TABLE_SCHEMA, '.', TABLE_NAME) FROM information_schema.VIEWS
+WHERE VIEW_DEFINITION REGEXP :call
+  AND (TABLE_SCHEMA = :schema OR INSTR(VIEW_DEFINITION, :schema) > 0)
+ORDER BY 1"""
+
+    def uuid7_function_users(self, connection: Connection, name: str, schema: str) -> list[str]:
+        """Triggers, routines and views calling ``schema.name()``, described."""
+        call = "(^|[^0-9a-z_$])" + re.escape(name) + "`?[[:space:]]*[(]"
+        rows = connection.execute(
+            sa.text(self._USERS_SQL), {"call": call, "schema": schema, "name": name}
+        )
+        return [str(description) for description in rows.scalars()]
 
     def uuid7_column_default_sql(self, name: str) -> str:
         """``DEFAULT`` of a server-filled column: a nil placeholder the trigger replaces."""
@@ -281,13 +323,21 @@ RETURN LOWER(CONCAT(
         """MariaDB 10.3+ has sequences."""
         return bool(dialect.supports_sequences)
 
-    def uuid7_serial_function_create_sql(self, name: str, sequence: str) -> list[str]:
+    def uuid7_serial_function_create_sql(
+        self, name: str, sequence: str, schema: str | None = None
+    ) -> list[str]:
         """Statements creating ``sequence`` and the serial UUIDv7 function ``name()``."""
+        name, sequence = self._qualified(name, schema), self._qualified(sequence, schema)
         return [
             f"CREATE SEQUENCE IF NOT EXISTS {sequence} MAXVALUE {self._UUID7_SERIAL_MAX} CYCLE",
             self._UUID7_SERIAL_FUNCTION.format(name=name, sequence=sequence),
         ]
 
-    def uuid7_serial_function_drop_sql(self, name: str, sequence: str) -> list[str]:
-        """Statements dropping the serial function and its sequence."""
-        return [f"DROP FUNCTION IF EXISTS {name}", f"DROP SEQUENCE IF EXISTS {sequence}"]
+    def uuid7_serial_function_drop_sql(
+        self, name: str, sequence: str, schema: str | None = None
+    ) -> list[str]:
+        """Statements dropping the serial function and its sequence (unconditional)."""
+        return [
+            f"DROP FUNCTION IF EXISTS {self._qualified(name, schema)}",
+            f"DROP SEQUENCE IF EXISTS {self._qualified(sequence, schema)}",
+        ]

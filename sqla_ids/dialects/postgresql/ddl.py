@@ -6,6 +6,7 @@ Each feature has its own section in the class; keep sections independent.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
@@ -23,6 +24,38 @@ if TYPE_CHECKING:
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _dollar_quoted(text: str, tag: str) -> str:
+    """``text`` as a dollar-quoted SQL string, with a tag ``text`` does not contain."""
+    candidate, n = tag, 0
+    while f"${candidate}$" in text or text.endswith(f"${candidate}"):
+        n += 1
+        candidate = f"{tag}{n}"
+    return f"${candidate}${text}${candidate}$"
+
+
+def _filled(template: str, **values: str) -> str:
+    """SQL of ``template`` with each ``@key@`` replaced by the SQL expression
+    ``values[key]``: dollar-quoted pieces and the expressions, concatenated (one
+    pass, so a value containing ``@key@`` stays as it is)."""
+    pieces = re.split("@(" + "|".join(map(re.escape, values)) + ")@", template)
+    return " || ".join(
+        values[piece] if i % 2 else _dollar_quoted(piece, "sql") for i, piece in enumerate(pieces)
+    )
+
+
+def _do_block(schema: str | None, body: str) -> str:
+    """A DO block running ``body`` with ``s``, the quoted schema: ``schema`` (quoted
+    already) or the one ``current_schema()`` names when the block runs (NULL if none)."""
+    schema_sql = _literal(schema) if schema is not None else "quote_ident(current_schema())"
+    code = f"\nDECLARE\n  s text := {schema_sql};\nBEGIN\n{body}\nEND\n"
+    return f"DO {_dollar_quoted(code, 'do')}"
 
 
 class PostgreSQL(Database):
@@ -86,18 +119,29 @@ class PostgreSQL(Database):
         return sa.Uuid()
 
     # --- uuid7 server function ---
-    # PostgreSQL >= 18 has a native ``uuidv7()``; older servers get our function.
-    # It packs a 1/4096 ms tick (12 sub-millisecond bits in rand_a, RFC 9562 §6.2
-    # method 3) kept strictly increasing per database session in a custom
-    # setting, so values from one connection always increase; across connections
-    # they follow the server clock. It is one SQL expression, so the planner
-    # inlines it (no PL/pgSQL call per row: about 2.5x faster). The hex of the
-    # tick is 12 digits of milliseconds + 3 of sub-millisecond; ``overlay(... FOR
-    # 0)`` inserts the version digit between them, and gen_random_uuid() gives
-    # the variant and 62 random bits. The version test runs on the server (a DO
-    # block), so offline ``--sql`` scripts work too.
+    # PostgreSQL >= 18 has a native ``uuidv7()``: on such a server a column
+    # ``DEFAULT`` calls it directly (uuid7_native_function), so no table depends
+    # on our function, and our function is a thin wrapper around it. Older
+    # servers get our own: it packs a 1/4096 ms tick (12 sub-millisecond bits in
+    # rand_a, RFC 9562 §6.2 method 3) kept strictly increasing per database
+    # session in a custom setting, so values from one connection always
+    # increase; across connections they follow the server clock. It is one SQL
+    # expression, so the planner inlines it (no PL/pgSQL call per row: about
+    # 2.5x faster). The hex of the tick is 12 digits of milliseconds + 3 of
+    # sub-millisecond; ``overlay(... FOR 0)`` inserts the version digit between
+    # them, and gen_random_uuid() gives the variant and 62 random bits.
+    #
+    # Every statement is a DO block naming the function by schema: the given
+    # one, or ``current_schema()`` when the block runs (so offline ``--sql``
+    # scripts work too), never a schema further down the search_path. The
+    # version test runs on the server for the same reason. The drop keeps the
+    # function while anything depends on it (a column DEFAULT, a view):
+    # PostgreSQL refuses the DROP, the block notes it and goes on.
+    NATIVE_UUIDV7_FROM: ClassVar[tuple[int, ...]] = (18,)
+    """First PostgreSQL release with a native ``uuidv7()``."""
+
     _UUID7_SQL = """\
-CREATE OR REPLACE FUNCTION {name}() RETURNS uuid LANGUAGE sql VOLATILE AS $fn$
+CREATE OR REPLACE FUNCTION @fn@() RETURNS uuid LANGUAGE sql VOLATILE AS $fn$
 SELECT (overlay(lpad(to_hex(set_config('sqla_ids.uuid7_tick', greatest(
     (extract(epoch FROM clock_timestamp()) * 4096000)::bigint,
     coalesce(nullif(current_setting('sqla_ids.uuid7_tick', true), '')::bigint + 1, 0)
@@ -105,25 +149,70 @@ SELECT (overlay(lpad(to_hex(set_config('sqla_ids.uuid7_tick', greatest(
   || substr(gen_random_uuid()::text, 20))::uuid
 $fn$"""
 
-    _UUID7_INSTALL = """\
-DO $do$
-BEGIN
-  IF current_setting('server_version_num')::int >= 180000 THEN
-    EXECUTE 'CREATE OR REPLACE FUNCTION {name}() RETURNS uuid LANGUAGE sql VOLATILE '
-      'AS ''SELECT uuidv7()''';
-  ELSE
-    EXECUTE $sql${body}$sql$;
-  END IF;
-END
-$do$"""
+    _UUID7_NATIVE_SQL = (
+        "CREATE OR REPLACE FUNCTION @fn@() RETURNS uuid LANGUAGE sql VOLATILE AS 'SELECT uuidv7()'"
+    )
 
-    def uuid7_function_create_sql(self, name: str) -> list[str]:
-        """Statements creating the UUIDv7 function ``name()``."""
-        return [self._UUID7_INSTALL.format(name=name, body=self._UUID7_SQL.format(name=name))]
+    # No ``%`` anywhere (format(), RAISE's placeholders): drivers such as
+    # psycopg read it as a parameter marker even in a statement without any.
+    _NO_SCHEMA = (
+        "  IF s IS NULL THEN\n"
+        "    RAISE EXCEPTION USING MESSAGE = 'sqla_ids: no schema to create the UUIDv7 "
+        "function in: search_path (' || current_setting('search_path') "
+        "|| ') names no existing schema';\n"
+        "  END IF;"
+    )
 
-    def uuid7_function_drop_sql(self, name: str) -> list[str]:
-        """Statements dropping the UUIDv7 function ``name()``."""
-        return [f"DROP FUNCTION IF EXISTS {name}()"]
+    def uuid7_function_create_sql(self, name: str, schema: str | None = None) -> list[str]:
+        """Statements creating the UUIDv7 function ``name()`` in ``schema`` (quoted names)."""
+        function = f"s || '.' || {_literal(name)}"
+        return [
+            _do_block(
+                schema,
+                f"{self._NO_SCHEMA}\n"
+                "  IF current_setting('server_version_num')::int >= "
+                f"{self.NATIVE_UUIDV7_FROM[0] * 10000} THEN\n"
+                f"    EXECUTE {_filled(self._UUID7_NATIVE_SQL, fn=function)};\n"
+                "  ELSE\n"
+                f"    EXECUTE {_filled(self._UUID7_SQL, fn=function)};\n"
+                "  END IF;",
+            )
+        ]
+
+    def uuid7_function_drop_sql(self, name: str, schema: str | None = None) -> list[str]:
+        """Statements dropping ``schema.name()`` unless something depends on it."""
+        return [
+            _do_block(
+                schema,
+                "  IF s IS NULL THEN\n    RETURN;\n  END IF;\n"
+                f"  EXECUTE 'DROP FUNCTION IF EXISTS ' || s || '.' || {_literal(name + '()')};\n"
+                "EXCEPTION WHEN dependent_objects_still_exist THEN\n"
+                "  RAISE NOTICE USING MESSAGE = 'sqla_ids: kept the UUIDv7 function: ' || SQLERRM;",
+            )
+        ]
+
+    def uuid7_function_schema(self, connection: Connection) -> str | None:
+        """``current_schema()``: where unqualified names are created."""
+        schema = connection.exec_driver_sql("SELECT current_schema()").scalar()
+        return None if schema is None else str(schema)
+
+    def uuid7_function_users(self, connection: Connection, name: str, schema: str) -> list[str]:
+        """Objects depending on ``schema.name()`` (column defaults, views...), described."""
+        rows = connection.execute(
+            sa.text(
+                "SELECT pg_describe_object(classid, objid, objsubid) FROM pg_depend "
+                "WHERE refclassid = 'pg_proc'::regclass AND deptype = 'n' AND refobjid = "
+                "to_regprocedure(quote_ident(:schema) || '.' || quote_ident(:name) || '()') "
+                "ORDER BY 1"
+            ),
+            {"schema": schema, "name": name},
+        )
+        return [str(description) for description in rows.scalars()]
+
+    def uuid7_native_function(self, dialect: Any) -> str | None:
+        """``uuidv7`` on PostgreSQL 18+ (decided from the connected server's version)."""
+        version = tuple(dialect.server_version_info or ())
+        return "uuidv7" if version >= self.NATIVE_UUIDV7_FROM else None
 
     def uuid7_column_default_sql(self, name: str) -> str:
         """``DEFAULT`` expression of a column filled by the function."""
@@ -140,19 +229,18 @@ $do$"""
     # starts after another has returned gets a later-or-equal millisecond and a
     # larger sequence value: a greater UUID, whichever connection made it. The
     # millisecond is also kept from going back per session, like the tick above.
-    # The sequence's name is schema-qualified when the function is created (a DO
-    # block puts current_schema() in place of @seq@), so callers with another
-    # search_path work.
+    # The function names its sequence by schema (a literal, @seq@ below), so callers
+    # with another search_path work. PostgreSQL has no native equivalent.
     UUID7_SERIAL_MAX = 2**44 - 1
     """Largest sequence value the serial layout holds; the sequence cycles after it."""
 
     _UUID7_SERIAL_SQL = """\
-CREATE OR REPLACE FUNCTION {name}() RETURNS uuid LANGUAGE sql VOLATILE AS $fn$
+CREATE OR REPLACE FUNCTION @fn@() RETURNS uuid LANGUAGE sql VOLATILE AS $fn$
 SELECT (lpad(to_hex(set_config('sqla_ids.uuid7_serial_ms', greatest(
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
     coalesce(nullif(current_setting('sqla_ids.uuid7_serial_ms', true), '')::bigint, 0)
   )::text, false)::bigint), 12, '0') || '7'
-  || overlay(lpad(to_hex(nextval('@seq@'::regclass)), 11, '0') PLACING '8' FROM 4 FOR 0)
+  || overlay(lpad(to_hex(nextval(@seq@::regclass)), 11, '0') PLACING '8' FROM 4 FOR 0)
   || substr(gen_random_uuid()::text, 1, 7))::uuid
 $fn$"""
 
@@ -160,20 +248,43 @@ $fn$"""
         """Every supported PostgreSQL has sequences."""
         return True
 
-    def uuid7_serial_function_create_sql(self, name: str, sequence: str) -> list[str]:
+    def uuid7_serial_function_create_sql(
+        self, name: str, sequence: str, schema: str | None = None
+    ) -> list[str]:
         """Statements creating ``sequence`` and the serial UUIDv7 function ``name()``."""
-        body = self._UUID7_SERIAL_SQL.format(name=name)
+        seq = f"s || '.' || {_literal(sequence)}"
         return [
-            # CACHE 1: a per-session cache would hand out values out of call order.
-            f"CREATE SEQUENCE IF NOT EXISTS {sequence} AS bigint MAXVALUE {self.UUID7_SERIAL_MAX} "
-            "CACHE 1 CYCLE",
-            f"DO $do$\nBEGIN\n  EXECUTE replace($sql${body}$sql$, $q$'@seq@'$q$,\n"
-            f"    quote_literal(quote_ident(current_schema()) || '.{sequence}'));\nEND\n$do$",
+            _do_block(
+                schema,
+                f"{self._NO_SCHEMA}\n"
+                # CACHE 1: a per-session cache would hand out values out of call order.
+                f"  EXECUTE 'CREATE SEQUENCE IF NOT EXISTS ' || {seq} "
+                f"|| ' AS bigint MAXVALUE {self.UUID7_SERIAL_MAX} CACHE 1 CYCLE';\n"
+                "  EXECUTE "
+                + _filled(
+                    self._UUID7_SERIAL_SQL,
+                    fn=f"s || '.' || {_literal(name)}",
+                    seq=f"quote_literal({seq})",
+                )
+                + ";",
+            )
         ]
 
-    def uuid7_serial_function_drop_sql(self, name: str, sequence: str) -> list[str]:
-        """Statements dropping the serial function and its sequence."""
-        return [f"DROP FUNCTION IF EXISTS {name}()", f"DROP SEQUENCE IF EXISTS {sequence}"]
+    def uuid7_serial_function_drop_sql(
+        self, name: str, sequence: str, schema: str | None = None
+    ) -> list[str]:
+        """Statements dropping the serial function and its sequence, unless in use."""
+        return [
+            _do_block(
+                schema,
+                "  IF s IS NULL THEN\n    RETURN;\n  END IF;\n"
+                f"  EXECUTE 'DROP FUNCTION IF EXISTS ' || s || '.' || {_literal(name + '()')};\n"
+                f"  EXECUTE 'DROP SEQUENCE IF EXISTS ' || s || '.' || {_literal(sequence)};\n"
+                "EXCEPTION WHEN dependent_objects_still_exist THEN\n"
+                "  RAISE NOTICE USING MESSAGE = 'sqla_ids: kept the serial UUIDv7 function: ' "
+                "|| SQLERRM;",
+            )
+        ]
 
     # --- uuid7 sql expressions ---
     # UUID192 is ``bytea``; its first 16 bytes are the UUID. A UUIDv7's

@@ -158,11 +158,11 @@ class SQLite(Database):
     # listener. It returns 32 lowercase hex digits, SQLAlchemy's ``Uuid`` storage
     # on SQLite, from the process-wide monotonic generator.
 
-    def uuid7_function_create_sql(self, name: str) -> list[str]:
+    def uuid7_function_create_sql(self, name: str, schema: str | None = None) -> list[str]:
         """No DDL: the function lives in the client (see ``uuid7_function_register``)."""
         return []
 
-    def uuid7_function_drop_sql(self, name: str) -> list[str]:
+    def uuid7_function_drop_sql(self, name: str, schema: str | None = None) -> list[str]:
         """No DDL: the function lives in the client."""
         return []
 
@@ -190,11 +190,15 @@ class SQLite(Database):
         """Always: the function is the process-wide generator."""
         return True
 
-    def uuid7_serial_function_create_sql(self, name: str, sequence: str) -> list[str]:
+    def uuid7_serial_function_create_sql(
+        self, name: str, sequence: str, schema: str | None = None
+    ) -> list[str]:
         """No DDL: registered like the plain function."""
         return []
 
-    def uuid7_serial_function_drop_sql(self, name: str, sequence: str) -> list[str]:
+    def uuid7_serial_function_drop_sql(
+        self, name: str, sequence: str, schema: str | None = None
+    ) -> list[str]:
         """No DDL: the function lives in the client."""
         return []
 
