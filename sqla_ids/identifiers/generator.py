@@ -13,7 +13,7 @@ import os
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import timedelta
 from itertools import chain, repeat
 from operator import or_
@@ -170,101 +170,142 @@ class _NextFunction(Protocol):
 _BatchFunction = Callable[[int, "Shift | None"], list[int]]
 
 
+def _read_clock(clock: Clock | None, offset_ms: int) -> int:
+    """Shifted milliseconds from ``clock`` (the wall clock if ``None``); -1 if it fails."""
+    try:
+        now = time_ns() // 1_000_000 if clock is None else int(clock())
+    except Exception:
+        # Clock unavailable: treat it as standing still (RFC 9562 §6.2).
+        return -1
+    now += offset_ms
+    if now < 0:
+        raise ValueError(f"the shifted timestamp {now} ms lies before 1970")
+    return _check_fits(now)
+
+
+def _check_fits(now: int) -> int:
+    """Return ``now`` if it fits the 48-bit timestamp field."""
+    if now > MAX_TIMESTAMP_MS:
+        raise ValueError(f"timestamp {now} ms does not fit the 48-bit UUIDv7 field")
+    return now
+
+
+def _counter_step(layout: Layout) -> tuple[int, int]:
+    """``(unit, carry_mask)`` for counting on by adding to a UUID integer.
+
+    Adding ``unit`` to a UUID integer adds one to its counter, unless the
+    counter's bits below the variant bits are all set (``counter & carry_mask
+    == carry_mask``): then the increment carries into ``rand_a`` across the
+    variant bits, or overflows the counter (``counter_max`` has them all set).
+    """
+    random_bits = layout.random_bits
+    low_bits = max(0, 62 - random_bits)  # counter bits that land in rand_b
+    if low_bits:
+        return 1 << random_bits, (1 << low_bits) - 1
+    return 1 << (random_bits + 2), layout.counter_max
+
+
+def _pool_bits(pool: RandomPool, shift: int) -> int:
+    """``64 - shift`` random bits from ``pool`` (two words when ``shift`` < 0)."""
+    if shift >= 0:
+        return pool.word() >> shift
+    # More than 64 random bits (counters shorter than 10 bits): two words.
+    return (pool.word() << -shift) | (pool.word() >> (64 + shift))
+
+
+def _tail_makers(
+    layout: Layout, pool: RandomPool
+) -> tuple[Callable[[], int], Callable[[int], Sequence[int]]]:
+    """Return makers of one and of many random tails.
+
+    A tail is fresh random bits placed around the variant bits, ready to OR
+    into a UUID integer whose random bits are zero.
+    """
+    random_bits = layout.random_bits
+    tail_shift = 64 - random_bits
+
+    def random_tail() -> int:
+        return layout.compose(0, 0, _pool_bits(pool, tail_shift)) ^ VERSION_VARIANT
+
+    def random_tails(count: int) -> Sequence[int]:
+        if random_bits <= 62:
+            # The random bits all sit below the variant bits: masked words as is.
+            return random_words(count, random_bits)
+        # Short counters (< 12 bits): random bits spill into rand_a.
+        return [random_tail() for _ in range(count)]
+
+    return random_tail, random_tails
+
+
+def _refill_tails(tails: list[int], random_tails: Callable[[int], Sequence[int]]) -> int:
+    """Refill the hot path's random tails; return one."""
+    tails.extend(random_tails(_BLANKS_PER_REFILL))
+    return tails.pop()
+
+
+def _refill_blanks(blanks: list[UUID]) -> UUID:
+    """Refill the hot path's blank UUID objects (made at C speed); return one."""
+    blanks.extend(make_uuids(repeat(0, _BLANKS_PER_REFILL), _BLANKS_PER_REFILL))
+    return blanks.pop()
+
+
 def _build_engine(generator: UUIDv7Generator) -> None:
-    """Install the generator's closures; its mutable state lives in their cells."""
+    """Install the generator's closures; its mutable state lives in their cells.
+
+    The state is the timestamp and counter of the last value (``last_ms``,
+    ``counter``), moved on only by ``take``, the one state transition. The
+    per-call paths also keep the last value without its random bits
+    (``base``), and the wall-clock hot path the end of the clock's current
+    millisecond (``next_tick``), so that its common case -- same millisecond,
+    no carry -- is three integer operations.
+    """
     layout = generator.layout
     clock = generator._clock
     shift_ms = generator.shift_ms
     counter_max = layout.counter_max
-    random_bits = layout.random_bits
-    # Random words are 64 bits; shifting right keeps the wanted number of bits.
     seed_shift = 64 - layout.seed_bits
-    tail_shift = 64 - random_bits
+    unit, carry_mask = _counter_step(layout)
     pool = RandomPool()
+    random_tail, random_tails = _tail_makers(layout, pool)
     lock = threading.Lock()
     acquire, release = lock.acquire, lock.release
     last_ms = -1
     counter = counter_max  # so that a first call without a clock reading fails
-
-    def random_bits_of(shift: int) -> int:
-        if shift >= 0:
-            return pool.word() >> shift
-        # More than 64 random bits (counters shorter than 10 bits): two words.
-        return (pool.word() << -shift) | (pool.word() >> (64 + shift))
-
-    def read_clock(extra_ms: int) -> int:
-        try:
-            now = time_ns() // 1_000_000 if clock is None else int(clock())
-        except Exception:
-            # Clock unavailable: treat it as standing still (RFC 9562 §6.2).
-            return -1
-        now += shift_ms + extra_ms
-        if now < 0:
-            raise ValueError(f"the shifted timestamp {now} ms lies before 1970")
-        if now > MAX_TIMESTAMP_MS:
-            raise ValueError(f"timestamp {now} ms does not fit the 48-bit UUIDv7 field")
-        return now
-
-    def advance(now: int) -> int:
-        """Move the state to the next value; return its timestamp. Lock held."""
-        nonlocal last_ms, counter
-        if now > last_ms:
-            last_ms = now
-            counter = random_bits_of(seed_shift)
-            return now
-        if last_ms < 0:
-            raise ValueError("the clock is unavailable and no earlier timestamp is known")
-        counter += 1
-        if counter > counter_max:
-            # Counter exhausted: borrow the next millisecond, never wait.
-            if last_ms >= MAX_TIMESTAMP_MS:
-                raise ValueError("UUIDv7 timestamp space exhausted")
-            last_ms += 1
-            counter = random_bits_of(seed_shift)
-        return last_ms
-
-    # The hot path keeps the UUID integer without its random bits in ``base``
-    # and steps it by ``unit`` per counter increment, so a value costs three
-    # big-integer operations instead of re-composing all fields.
-    base = 0
-    low_bits = max(0, 62 - random_bits)  # counter bits that land in rand_b
-    unit = 1 << (random_bits if low_bits else random_bits + 2)
-    # After an increment, ``counter & low_mask == 0`` means the counter carried
-    # out of rand_b (the carry would hit the variant bits) or overflowed; both
-    # take the slow path. Overflow lands on a multiple of 2**low_bits too.
-    low_mask = (1 << low_bits) - 1 if low_bits else counter_max
-
-    def spread_random(bits: int) -> int:
-        """Place ``random_bits`` of random data around the variant bits."""
-        return layout.compose(0, 0, bits) ^ VERSION_VARIANT
-
-    # Random tails ready to OR into ``base``, made 512 at a time.
-    tails: list[int] = []
-
-    def refill_tails() -> int:
-        if random_bits <= 62:  # below the variant bits: plain masked words
-            tails.extend(random_words(_BLANKS_PER_REFILL, random_bits))
-        else:
-            tails.extend(
-                spread_random(random_bits_of(tail_shift)) for _ in range(_BLANKS_PER_REFILL)
-            )
-        return tails.pop()
-
-    # Blank UUID objects made 512 at a time at C speed (is_safe already set):
-    # allocation is the largest single cost of a UUID in pure Python.
-    blanks: list[UUID] = []
-
-    def refill_blanks() -> UUID:
-        blanks.extend(make_uuids(repeat(0, _BLANKS_PER_REFILL), _BLANKS_PER_REFILL))
-        return blanks.pop()
-
+    base = 0  # == layout.compose(last_ms, counter, 0) once a value was made
     # Next millisecond boundary of the unshifted clock, in float seconds:
     # comparing time() with it is cheaper than dividing time_ns() every call.
     # Float rounding near a boundary only delays the tick by under 1 µs.
     next_tick = 0.0
+    # Random tails and blank UUID objects (is_safe already set), made 512 at
+    # a time: allocation is the largest single cost of a UUID in pure Python.
+    tails: list[int] = []
+    blanks: list[UUID] = []
 
-    def next_uuid_from_clock(*, shift: Shift | None = None) -> UUID:
-        return with_clock(read_clock(0 if shift is None else shift_to_ms(shift)))
+    def take(now: int, wanted: int) -> int:
+        """The state transition: take up to ``wanted`` values at clock reading ``now``.
+
+        ``now`` is the shifted clock reading in milliseconds, -1 when there is
+        none. The values get timestamp ``last_ms`` and the counters from the
+        returned one to ``counter``: at least one value, fewer than ``wanted``
+        when the millisecond is full. Lock held.
+        """
+        nonlocal last_ms, counter
+        if now > last_ms:
+            last_ms = now  # the clock moved on: a new millisecond
+            first = pool.word() >> seed_shift
+        elif last_ms < 0:
+            raise ValueError("the clock is unavailable and no earlier timestamp is known")
+        elif counter < counter_max:
+            first = counter + 1  # same millisecond, or the clock stalled or went back
+        elif last_ms >= MAX_TIMESTAMP_MS:
+            raise ValueError("UUIDv7 timestamp space exhausted")
+        else:
+            last_ms += 1  # counter exhausted: borrow the next millisecond, never wait
+            first = pool.word() >> seed_shift
+        counter = first + wanted - 1
+        if counter > counter_max:
+            counter = counter_max
+        return first
 
     def next_uuid(*, shift: Shift | None = None) -> UUID:
         nonlocal counter, base
@@ -273,96 +314,74 @@ def _build_engine(generator: UUIDv7Generator) -> None:
         now_raw = time()
         acquire()
         try:
-            if now_raw < next_tick:
-                # Same millisecond as before (or the clock went back): count on.
+            if now_raw < next_tick and (counter & carry_mask) != carry_mask:
+                # Same millisecond as before, no carry: take_one's shortcut,
+                # inlined (a call would cost more than the rest of this path).
                 counter += 1
-                if counter & low_mask:
-                    base += unit  # the usual case: no carry, no overflow
-                else:
-                    base = after_carry()
+                base += unit
             else:
-                base = at_clock_tick(now_raw)
+                base = tick_or_carry(now_raw)
             try:
                 value = base | tails.pop()
             except IndexError:
-                value = base | refill_tails()
+                value = base | _refill_tails(tails, random_tails)
             try:
                 uuid = blanks.pop()
             except IndexError:
-                uuid = refill_blanks()
+                uuid = _refill_blanks(blanks)
         finally:
             release()
         _set_int(uuid, value)
         return uuid
 
-    def at_clock_tick(now_raw: float) -> int:
-        """The wall clock reached a new millisecond; return the base. Lock held."""
+    def tick_or_carry(now_raw: float) -> int:
+        """The wall clock ticked, or the counter carries: return the next base. Lock held."""
         nonlocal next_tick
+        if now_raw < next_tick:
+            return take_one(-1)  # no new clock reading: count on
         raw_ms = int(now_raw * 1000.0)
-        now = raw_ms + shift_ms
-        if now > MAX_TIMESTAMP_MS:
-            raise ValueError(f"timestamp {now} ms does not fit the 48-bit UUIDv7 field")
+        now = _check_fits(raw_ms + shift_ms)
         next_tick = (raw_ms + 1) / 1000.0
-        return new_millisecond(now) if now > last_ms else next_in_millisecond()
+        return take_one(now)
 
-    def new_millisecond(now: int) -> int:
-        """Start millisecond ``now``; return its zero-random base. Lock held."""
-        nonlocal last_ms, counter
-        last_ms = now
-        counter = random_bits_of(seed_shift)
-        return layout.compose(now, counter, 0)
+    def take_one(now: int) -> int:
+        """Take one value at clock reading ``now``; return its base. Lock held."""
+        nonlocal counter, base
+        if now <= last_ms and (counter & carry_mask) != carry_mask:
+            # Counting on without a carry (last_ms >= 0 here, as counter_max
+            # has all carry_mask bits set): the transition as an addition.
+            counter += 1
+            base += unit
+        else:
+            first = take(now, 1)
+            base = layout.compose(last_ms, first, 0)
+        return base
 
-    def next_in_millisecond() -> int:
-        """Count on within the stored millisecond; return the new base. Lock held."""
-        nonlocal counter
-        counter += 1
-        return base + unit if counter & low_mask else after_carry()
-
-    def after_carry() -> int:
-        """The counter carried out of rand_b or overflowed: re-compose. Lock held."""
-        nonlocal counter
-        if counter > counter_max:
-            counter -= 1
-            return layout.compose(advance(last_ms), counter, 0)  # next millisecond
-        return layout.compose(last_ms, counter, 0)
-
-    def with_clock(now: int) -> UUID:
+    def next_uuid_from_clock(*, shift: Shift | None = None) -> UUID:
         """Slow path: injected clock or per-call shift."""
-        nonlocal base
+        now = _read_clock(clock, shift_ms + (0 if shift is None else shift_to_ms(shift)))
         acquire()
         try:
-            base = new_millisecond(now) if now > last_ms else next_in_millisecond()
-            value = base | spread_random(random_bits_of(tail_shift))
+            value = take_one(now) | random_tail()
         finally:
             release()
         return make_uuid(value)
 
-    def run_values(ms: int, first: int, run: int) -> Iterator[int]:
-        """Integers of ``run`` values sharing timestamp ``ms``, counters from ``first``."""
-        tails: Iterator[int]
-        if random_bits <= 62:
-            # The random bits all sit below the variant bits: OR them in as is.
-            tails = iter(random_words(run, random_bits))
-        else:
-            # Short counters (< 12 bits): random bits spill into rand_a.
-            tails = iter([spread_random(random_bits_of(tail_shift)) for _ in range(run)])
-        return map(or_, _counter_parts(layout, ms, first, run), tails)
-
     def batch(count: int, shift: Shift | None) -> list[int]:
-        nonlocal counter, base
-        extra = 0 if shift is None else shift_to_ms(shift)
+        nonlocal base
+        offset_ms = shift_ms + (0 if shift is None else shift_to_ms(shift))
         values: list[int] = []
         while len(values) < count:
             # Re-read the clock every chunk so big batches carry current time.
-            now = read_clock(extra)
+            now = _read_clock(clock, offset_ms)
             size = min(count - len(values), _BATCH_CHUNK)
             acquire()
             try:
                 while size:
-                    ms = advance(now)
-                    run = min(size, counter_max - counter + 1)
-                    values.extend(run_values(ms, counter, run))
-                    counter += run - 1
+                    first = take(now, size)
+                    run = counter - first + 1
+                    parts = _counter_parts(layout, last_ms, first, run)
+                    values.extend(map(or_, parts, random_tails(run)))
                     size -= run
                 base = layout.compose(last_ms, counter, 0)
             finally:
