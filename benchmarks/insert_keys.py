@@ -9,7 +9,11 @@ Key kinds: ``bigint`` identity/auto-increment; UUIDv4 (client); UUIDv7 from
 sqla_ids (client, keys generated beforehand); UUIDv7 from our server
 function ``sqla_ids_uuid7()``; PostgreSQL's ``gen_random_uuid()``; uuid6's
 and uuid_utils' UUIDv7; a UUIDv7 stored as text. Methods: SQLAlchemy Core
-bulk insert (10,000-row executemany chunks) and psycopg ``COPY``.
+bulk insert (10,000-row executemany chunks), psycopg ``COPY`` and, with
+``--methods orm``, the ORM: ``Session.add_all`` + ``commit`` of objects of a
+model declaring the key as an application would (``uuid7_pk()``,
+``uuid7_pk(server_default="serial")``, an identity ``bigint`` …), keys made at
+flush.
 
 Two more PostgreSQL tables: leaf density when R rows share each millisecond
 (ours vs a UUIDv7 whose bits after the millisecond are random), and W
@@ -19,6 +23,8 @@ processes inserting into one table at once. The measuring lives in
     python benchmarks/insert_keys.py                       # 1M rows on PostgreSQL
     python benchmarks/insert_keys.py --rows 200000 --dialects postgresql,mariadb,sqlite
     python benchmarks/insert_keys.py --quick               # a few seconds
+    python benchmarks/insert_keys.py --methods orm --rows 200000 --dialects postgresql \
+        --skip-rates --skip-concurrent --repeat 3           # ORM inserts only
 """
 
 from __future__ import annotations
@@ -47,7 +53,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows per run")
     parser.add_argument("--dialects", default="postgresql", help="postgresql,mariadb,sqlite")
-    parser.add_argument("--methods", default="core,COPY", help="core and/or COPY (PostgreSQL)")
+    parser.add_argument(
+        "--methods", default="core,COPY", help="core, COPY (PostgreSQL) and/or orm (add_all)"
+    )
     parser.add_argument("--rates", default="1,64,512,4096", help="rows per millisecond")
     parser.add_argument("--writers", type=int, default=4, help="concurrent processes")
     parser.add_argument("--repeat", type=int, default=1, help="interleaved rounds, best kept")
@@ -65,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if dialect not in DEFAULT_URLS:
             parser.error(f"unknown dialect {dialect!r} (choose from {', '.join(DEFAULT_URLS)})")
         with scratch_area(getattr(args, f"{dialect}_url")) as scratch:
-            usable = for_dialect(scratch.engine.dialect).bench().methods
+            usable = (*for_dialect(scratch.engine.dialect).bench().methods, "orm")
             chosen = [m for m in methods if m in usable]
             print_table(*insert_table(dialect, scratch, rows, chosen, max(1, args.repeat)))
             # Leaf density needs pgstatindex: these two tables are PostgreSQL's.

@@ -1,4 +1,7 @@
-"""benchmarks/insert_keys.py runs end to end on a tiny size (no timing assertions)."""
+"""benchmarks/insert_keys.py runs end to end on a tiny size (no timing assertions).
+
+Every method is exercised: Core, ``COPY`` and the ORM (``add_all``).
+"""
 
 from __future__ import annotations
 
@@ -22,6 +25,8 @@ def test_insert_keys_quick_run(postgresql_url: URL, mariadb_url: URL, tmp_path: 
             sys.executable,
             str(SCRIPT),
             "--quick",
+            "--methods",
+            "core,COPY,orm",
             "--dialects",
             "postgresql,mariadb,sqlite",
             "--postgresql-url",
@@ -44,6 +49,9 @@ def test_insert_keys_quick_run(postgresql_url: URL, mariadb_url: URL, tmp_path: 
         "sqlite: insert 2,000 rows",
         "UUIDv7 sqla_ids (client) [COPY]",
         "UUIDv7 sqla_ids (server fn) [core]",
+        "bigint identity [orm]",
+        "UUIDv7 sqla_ids (client) [orm]",
+        "UUIDv7 sqla_ids (serial server fn) [orm]",
         "R rows sharing each millisecond",
         "2 processes inserting",
     ):

@@ -3,8 +3,12 @@
 Insert N rows into a fresh two-column table ``(id, n)`` per key kind and
 measure the time, the primary-key index size and, on PostgreSQL,
 ``pgstatindex`` leaf density and fragmentation and the WAL bytes written --
-always next to ``bigint`` measured in the same run. Keys made by the client
-are generated before the clock starts.
+always next to ``bigint`` measured in the same run. Methods: ``core``
+(``executemany``) and ``COPY``, where keys made by the client are generated
+before the clock starts; ``orm``, where objects of a model declaring the key
+as an application would (``uuid7_pk()``, ``uuid7_pk(server_default="serial")``,
+…) are built beforehand and ``Session.add_all`` + ``commit`` is timed, keys
+made at flush included.
 
 Everything happens in a throw-away schema (PostgreSQL), database
 (MariaDB/MySQL) or database file (SQLite) that :func:`scratch_area` creates
@@ -33,12 +37,14 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
-from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy import orm
+from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 
 from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import BenchmarkError
 from sqla_ids.identifiers import Layout, UUIDv7Generator, uuid7_batch, uuid7_timestamp_ms
 from sqla_ids.identifiers.layout import PRESETS
+from sqla_ids.types.defaults import uuid7_pk
 from sqla_ids.types.server_functions import (
     UUIDv7ServerDefault,
     install_uuid7_function,
@@ -49,6 +55,8 @@ from sqla_ids.types.uuid7 import UUIDv7
 
 CHUNK = 10_000
 """Rows per ``executemany`` call of the Core insert."""
+METHODS = ("core", "COPY", "orm")
+"""Every insert method; ``COPY`` only where the database has it (``Bench.methods``)."""
 TABLE = "bench_keys"
 """Name of the benchmark table inside the scratch area."""
 RATE_CLOCK_START_MS = 1_750_000_000_000
@@ -264,6 +272,66 @@ def insert_copy(conn: Connection, keys: list[Any] | None, rows: int, table: str 
     for_dialect(conn.dialect).bench().copy(conn, table, keys, rows)
 
 
+def orm_key_column(kind: Kind, dialect: Dialect) -> orm.MappedColumn[Any] | None:
+    """The ``id`` declaration an application would write for ``kind``; ``None``: no ORM form.
+
+    ``bigint``: an integer primary key (identity/auto-increment); ours:
+    ``uuid7_pk()`` (client) and ``uuid7_pk(server_default="serial")``; the
+    plain server function: ``server_default=UUIDv7ServerDefault()`` without
+    a client default; other libraries: their function as ``default``.
+    """
+    if kind.per_ms is not None or kind.layout is not None:
+        return None
+    if kind.column == "bigint":
+        return orm.mapped_column(sa.BigInteger, primary_key=True)
+    if kind.column == "server":
+        return orm.mapped_column(UUIDv7(), primary_key=True, server_default=UUIDv7ServerDefault())
+    if kind.column == "serial":
+        return uuid7_pk(server_default="serial")
+    if kind.column != "uuid":
+        return None
+    if kind.ours:
+        return uuid7_pk()
+    if kind.source == "uuid4":
+        make: Callable[[], uuid.UUID] | None = uuid.uuid4
+    else:
+        module, attribute = _OTHER_LIBRARIES.get(kind.source, ("", ""))
+        make = _optional(module, attribute) if module else None
+    if make is None:
+        return None
+    key_type = for_dialect(dialect).bench().key_type(dialect, "uuid")
+    return orm.mapped_column(key_type, primary_key=True, default=make)
+
+
+def orm_objects(kind: Kind, dialect: Dialect, rows: int, table: str = TABLE) -> list[Any]:
+    """``rows`` new objects of a fresh model of ``table`` with ``kind``'s key (no key set)."""
+    key = orm_key_column(kind, dialect)
+    if key is None:
+        raise ValueError(f"key kind {kind.name!r} has no ORM form")
+
+    class Base(orm.DeclarativeBase):
+        pass
+
+    model = type(
+        "BenchRow",
+        (Base,),
+        {
+            "__tablename__": table,
+            "id": key,
+            "n": orm.mapped_column(sa.BigInteger, nullable=False),
+        },
+    )
+    orm.configure_mappers()
+    return [model(n=n) for n in range(rows)]
+
+
+def insert_orm(conn: Connection, objects: list[Any]) -> None:
+    """``Session.add_all`` + ``commit`` on ``conn``'s transaction (committed by the caller)."""
+    with orm.Session(conn) as session:
+        session.add_all(objects)
+        session.commit()
+
+
 def measure(
     engine: Engine, kind: Kind, rows: int, method: str = "core", settle: bool = False
 ) -> Measure:
@@ -274,7 +342,11 @@ def measure(
     user's server (``sqla-ids bench``) that is not ours to force.
     """
     pieces = for_dialect(engine.dialect).bench()
-    keys = kind.keys(rows)  # generated beforehand, outside the timing
+    if method not in METHODS:
+        raise ValueError(f"unknown insert method {method!r} (choose from {', '.join(METHODS)})")
+    # Generated beforehand, outside the timing; ORM objects get their keys at flush.
+    objects = orm_objects(kind, engine.dialect, rows) if method == "orm" else None
+    keys = None if objects is not None else kind.keys(rows)
     # Pay the garbage collector's debt for those objects now: left pending,
     # a full collection over all of them lands inside the timed insert.
     gc.collect()
@@ -286,7 +358,9 @@ def measure(
     with engine.begin() as conn:
         wal_before = pieces.wal_position(conn)
         started = time.perf_counter()
-        if method == "COPY":
+        if objects is not None:
+            insert_orm(conn, objects)
+        elif method == "COPY":
             insert_copy(conn, keys, rows)
         else:
             insert_core(conn, kind, keys, rows)
@@ -455,9 +529,12 @@ def insert_table(
         chosen = [
             kind
             for kind in kinds()
-            if (kind.column in columns)
-            or (kind.column == "server" and scratch.server_function_error is None)
-            or (kind.column == "serial" and scratch.serial_function)
+            if (
+                (kind.column in columns)
+                or (kind.column == "server" and scratch.server_function_error is None)
+                or (kind.column == "serial" and scratch.serial_function)
+            )
+            and (method != "orm" or orm_key_column(kind, engine.dialect) is not None)
         ]
         best: dict[str, Measure] = {}
         for round_ in range(repeat):
@@ -488,8 +565,11 @@ def insert_table(
                     _ratio(result.wal_bytes, baseline.wal_bytes),
                 ]
             )
+    made = "keys generated beforehand"
+    if "orm" in methods:
+        made = "core/COPY: keys generated beforehand; orm: add_all + commit, keys made at flush"
     return Table(
-        f"{label}: insert {rows:,} rows (keys generated beforehand; ratios to bigint)",
+        f"{label}: insert {rows:,} rows ({made}; ratios to bigint)",
         [
             "key [method]",
             "rows/s",

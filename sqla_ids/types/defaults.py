@@ -6,6 +6,14 @@ monotonic UUIDv7 values: in classic and dataclass ORM mappings, Core
 the client, the ORM can batch ``INSERT … RETURNING`` and the id can even
 exist right after the object is constructed (``assign_on_init=True``).
 
+``uuid7_pk(server_default="serial")`` (and any mapped primary key whose only
+default is :class:`~sqla_ids.types.server_functions.UUIDv7ServerDefault`)
+takes its keys from the database. The ORM could then only insert one row per
+``INSERT … RETURNING``, so before each flush the keys of all pending objects
+of such a table are fetched from the database function, 1,000 per
+``SELECT``, and the ORM batches the inserts as for client-made keys. See
+:func:`prefetch_server_keys`.
+
 ``last_uuid7(bind, table)`` is the analogue of PostgreSQL's ``currval``: the
 last UUIDv7 that our default generated (or, for a session, that was flushed)
 for ``table`` on this connection or session.
@@ -14,20 +22,32 @@ for ``table`` on this connection or session.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy import event, orm
 from sqlalchemy.engine import Connection
 from sqlalchemy.engine.default import DefaultExecutionContext
+from sqlalchemy.orm.attributes import instance_state
 
+from sqla_ids.dialects import for_dialect
 from sqla_ids.identifiers import UUIDv7Generator, parse_uuid, uuid7
-from sqla_ids.types.server_functions import UUIDv7ServerDefault
+from sqla_ids.types.server_functions import (
+    UUID7_FUNCTION,
+    UUID7_SERIAL_FUNCTION,
+    UUIDv7ServerDefault,
+)
 from sqla_ids.types.uuid7 import UUIDv7
 
 _LAST_KEY = "sqla_ids.last_uuid7"
 _ASSIGN_ON_INIT = "sqla_ids.assign_on_init"
+
+PREFETCH_CHUNK = 1_000
+"""Server-made keys fetched per ``SELECT`` before a flush: within the default
+recursion limits of MySQL (``cte_max_recursion_depth``) and MariaDB
+(``max_recursive_iterations``), both 1,000."""
 
 
 def uuid7_default(
@@ -74,9 +94,11 @@ def uuid7_pk(
 
     ``server_default="serial"``: every key comes from the database's
     ``sqla_ids_uuid7_serial()``, ordered across connections, so there is no
-    client-side default (the ORM reads the key back with ``RETURNING``);
-    ``generator`` and ``assign_on_init`` do not apply, and with
-    ``dataclass=True`` the key is left out of ``__init__``.
+    client-side default; ``generator`` and ``assign_on_init`` do not apply,
+    and with ``dataclass=True`` the key is left out of ``__init__``. The key
+    exists after the flush: a lone new object reads it back with ``INSERT …
+    RETURNING``; two or more get theirs from one ``SELECT`` per 1,000 before
+    the flush (:func:`prefetch_server_keys`), so the ORM batches the inserts.
     """
     if server_default not in (True, False, "serial"):
         raise ValueError(f'server_default must be True, False or "serial", got {server_default!r}')
@@ -146,6 +168,7 @@ def _uuid7_columns(mapper: orm.Mapper[Any]) -> list[tuple[str, sa.Column[Any]]]:
 
 @event.listens_for(orm.Mapper, "mapper_configured")
 def _configure_mapper(mapper: orm.Mapper[Any], class_: type[Any]) -> None:
+    global _server_keys_mapped
     columns = _uuid7_columns(mapper)
     if not columns:
         return
@@ -159,7 +182,13 @@ def _configure_mapper(mapper: orm.Mapper[Any], class_: type[Any]) -> None:
             _INIT_ASSIGN.setdefault(mapper, []).append((key, generator))
     keys = [(key, column.table.fullname) for key, column in columns if column.primary_key]
     if keys:
-        event.listen(mapper, "after_insert", _remember_last(keys))
+        event.listen(mapper, "after_insert", _remember_last(keys), raw=True)
+    server_key = _server_made_key(mapper)
+    if server_key is not None:
+        # On the class's instrumentation: found from an object's state in one
+        # lookup, and gone with the class.
+        mapper.class_manager.info[_SERVER_KEY_INFO] = server_key
+        _server_keys_mapped = True
 
 
 def _coerce_on_set(target: Any, value: Any, oldvalue: Any, initiator: Any) -> Any:
@@ -171,7 +200,9 @@ def _coerce_on_set(target: Any, value: Any, oldvalue: Any, initiator: Any) -> An
 # Mapper -> [(attribute key, generator)] of keys set when an object is built.
 # One ``init`` listener for all mappers: adding per-class listeners from
 # ``mapper_configured`` would mutate the ``init`` dispatch while it runs.
-_INIT_ASSIGN: dict[orm.Mapper[Any], list[tuple[str, Callable[[], uuid.UUID]]]] = {}
+_INIT_ASSIGN: weakref.WeakKeyDictionary[
+    orm.Mapper[Any], list[tuple[str, Callable[[], uuid.UUID]]]
+] = weakref.WeakKeyDictionary()
 
 
 @event.listens_for(orm.Mapper, "init")
@@ -189,14 +220,148 @@ def _assign_on_init(target: Any, args: Any, kwargs: dict[str, Any]) -> None:
 
 
 def _remember_last(keys: list[tuple[str, str]]) -> Callable[..., None]:
-    def remember(mapper: orm.Mapper[Any], connection: Connection, target: Any) -> None:
-        session = orm.object_session(target)
+    # A ``raw`` listener: it gets the object's state, read without attribute
+    # access (it runs once per inserted object).
+    def remember(
+        mapper: orm.Mapper[Any], connection: Connection, state: orm.InstanceState[Any]
+    ) -> None:
+        session = state.session
         if session is None:
             return
-        last: dict[str, uuid.UUID] = session.info.setdefault(_LAST_KEY, {})
+        last: dict[str, uuid.UUID] | None = session.info.get(_LAST_KEY)
+        if last is None:
+            last = session.info[_LAST_KEY] = {}
+        values = state.dict
         for key, name in keys:
-            value = getattr(target, key)
-            if value is not None and (name not in last or value > last[name]):
-                last[name] = value
+            value = values.get(key)
+            if value is not None:
+                previous = last.get(name)
+                if previous is None or value > previous:
+                    last[name] = value
 
     return remember
+
+
+# --- server-made keys: fetched before the flush, so the ORM batches ---------------
+#
+# Why not SQLAlchemy's "insert sentinel" machinery: the ORM matches RETURNING
+# rows to objects through a sentinel column, and a server-side default is only
+# trusted as one when marked monotonic (SQLAlchemy 2.1; 2.0 has no such mark).
+# That mark is read once per Table, for every dialect: SQLAlchemy 2.1.9 then
+# batches on PostgreSQL and MariaDB but fails an internal assertion on SQLite
+# (its primary-key rule takes the monotonic default for a client-side one).
+# Fetching the keys first needs neither: the inserts carry their keys, like
+# client-made ones, on SQLAlchemy 2.0 and 2.1 and on every database.
+
+# Key in a mapped class's ``ClassManager.info``: (attribute key, function name)
+# of its single-column UUIDv7 primary key when only the server fills it.
+_SERVER_KEY_INFO = "sqla_ids.server_made_key"
+_server_keys_mapped = False
+"""Whether any such class was mapped (else a flush skips the scan at once)."""
+_FETCH_STATEMENTS: dict[str, sa.Select[Any]] = {}
+
+
+def _server_made_key(mapper: orm.Mapper[Any]) -> tuple[str, str] | None:
+    """(attribute key, function) if the mapper's key is a server-only UUIDv7, else ``None``."""
+    if len(mapper.primary_key) != 1:
+        return None
+    column = mapper.primary_key[0]
+    default = column.server_default
+    if (
+        not isinstance(column.type, UUIDv7)
+        or not isinstance(default, UUIDv7ServerDefault)
+        or column.default is not None
+    ):
+        return None
+    key = mapper.get_property_by_column(column).key
+    return key, UUID7_SERIAL_FUNCTION if default.serial else UUID7_FUNCTION
+
+
+def _fetch_statement(function: str) -> sa.Select[Any]:
+    """``WITH RECURSIVE n … SELECT function() FROM n``: ``:count`` new values."""
+    statement = _FETCH_STATEMENTS.get(function)
+    if statement is None:
+        counter = sa.select(sa.literal_column("1").label("n")).cte(
+            "sqla_ids_key_counter", recursive=True
+        )
+        counter = counter.union_all(
+            sa.select(counter.c.n + 1).where(counter.c.n < sa.bindparam("count"))
+        )
+        statement = sa.select(getattr(sa.func, function)()).select_from(counter)
+        _FETCH_STATEMENTS[function] = statement
+    return statement
+
+
+def fetch_server_keys(connection: Connection, count: int, serial: bool = False) -> list[uuid.UUID]:
+    """``count`` new keys from ``sqla_ids_uuid7()`` (or the serial one), ascending.
+
+    The function a column ``DEFAULT`` calls on this server: PostgreSQL 18's
+    native ``uuidv7()`` instead of ``sqla_ids_uuid7()`` there. One ``SELECT``
+    per :data:`PREFETCH_CHUNK` keys; our function must exist
+    (:func:`~sqla_ids.types.server_functions.install_uuid7_function`).
+    """
+    dialect = connection.dialect
+    native = None if serial else for_dialect(dialect).uuid7_native_function(dialect)
+    function = native or (UUID7_SERIAL_FUNCTION if serial else UUID7_FUNCTION)
+    statement = _fetch_statement(function)
+    keys: list[uuid.UUID] = []
+    while len(keys) < count:
+        chunk = min(PREFETCH_CHUNK, count - len(keys))
+        # A server may cut the recursion short without an error (MariaDB's
+        # max_recursive_iterations): take what came and ask for the rest.
+        before = len(keys)
+        for value in connection.execute(statement, {"count": chunk}).scalars():
+            # PostgreSQL's driver gives uuid.UUID; MariaDB and SQLite hex text.
+            keys.append(value if type(value) is uuid.UUID else parse_uuid(value))
+        if len(keys) == before:
+            raise RuntimeError(f"SELECT {function}() … returned no rows: no keys to fetch")
+    # The values increase in the order they were made, whatever the order of
+    # the rows: sorting in Python is linear on (nearly) sorted input.
+    keys.sort()
+    return keys
+
+
+def prefetch_server_keys(session: orm.Session, objects: Iterable[Any] | None = None) -> int:
+    """Give pending objects their server-made UUIDv7 keys now; return how many got one.
+
+    For every table whose key only the database makes (``uuid7_pk(server_default="serial")``,
+    or ``server_default=UUIDv7ServerDefault()`` without a client default) and
+    that has two or more pending objects without a key: one ``SELECT`` per
+    1,000 keys from the same function as the column's default, assigned in the
+    order the objects were added. The ORM then batches their ``INSERT`` like
+    client-made keys instead of one ``INSERT … RETURNING`` per object (it
+    needs ``RETURNING`` to tell which row got which key). A lone object
+    keeps the single ``INSERT … RETURNING``. Runs before every flush; call it
+    yourself to know the keys earlier. ``objects``: only these (default: all
+    of ``session.new``).
+    """
+    if not _server_keys_mapped:
+        return 0
+    pending: dict[tuple[orm.Mapper[Any], str, str], list[orm.InstanceState[Any]]] = {}
+    for obj in session.new if objects is None else objects:
+        state: orm.InstanceState[Any] = instance_state(obj)
+        spec: tuple[str, str] | None = state.manager.info.get(_SERVER_KEY_INFO)
+        if spec is None or not state.pending or state.dict.get(spec[0]) is not None:
+            continue
+        pending.setdefault((state.mapper.base_mapper, *spec), []).append(state)
+    assigned = 0
+    for (base_mapper, key, function), states in pending.items():
+        if len(states) < 2:
+            continue
+        connection = session.connection(bind_arguments={"mapper": base_mapper})
+        values = fetch_server_keys(connection, len(states), function == UUID7_SERIAL_FUNCTION)
+        states.sort(key=lambda state: state.insert_order or 0)  # the order they were added
+        for state, value in zip(states, values, strict=True):
+            # Like a value read back with RETURNING: no attribute event, no
+            # history; the INSERT takes its parameters from the object's dict.
+            if key in state.committed_state:  # set to None by the application
+                orm.attributes.set_committed_value(state.obj(), key, value)
+            else:
+                state.dict[key] = value
+        assigned += len(states)
+    return assigned
+
+
+@event.listens_for(orm.Session, "before_flush")
+def _prefetch_before_flush(session: orm.Session, flush_context: Any, instances: Any) -> None:
+    prefetch_server_keys(session, instances)

@@ -283,11 +283,15 @@ def _listen_after_create(column: sa.Column[Any], table: sa.Table) -> None:
 class _UUIDv7ServerCall(sa.sql.expression.ColumnElement[Any]):
     """The dialect's ``DEFAULT`` expression for a server-filled UUIDv7 column.
 
-    Not marked ``monotonic`` (SQLAlchemy 2.1's server-side sentinel), although
-    the values do increase within a statement: SQLAlchemy 2.1.9 then batches
+    Not marked ``monotonic`` (SQLAlchemy 2.1's trusted server-side sentinel),
+    although the values do increase within a statement: the mark is read
+    once per ``Table``, for every dialect, and SQLAlchemy 2.1.9 then batches
     ORM inserts on PostgreSQL and MariaDB but fails an internal assertion on
-    SQLite. The ORM inserts server-keyed objects one ``INSERT … RETURNING``
-    each.
+    SQLite (``insert().returning(..., sort_by_parameter_order=True)`` too);
+    SQLAlchemy 2.0 has no such mark. The ORM batches server-keyed objects
+    another way: before a flush, :func:`sqla_ids.types.defaults.prefetch_server_keys`
+    fetches their keys from this same function, so the ``INSERT`` carries them
+    like client-made keys (SQLAlchemy 2.0 and 2.1, every database).
     """
 
     inherit_cache = True
