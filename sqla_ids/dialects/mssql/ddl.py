@@ -10,6 +10,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine
 
 from sqla_ids.dialects.base import Database
+from sqla_ids.dialects.storage import SqlServerBinary16
 from sqla_ids.identifiers import from_sqlserver_order, parse_uuid, to_sqlserver_order
 
 if TYPE_CHECKING:
@@ -35,19 +36,6 @@ class _OrderedUniqueIdentifier(sa.types.TypeDecorator[uuid.UUID]):
         return None if value is None else from_sqlserver_order(parse_uuid(value))
 
 
-class _Binary16(sa.types.TypeDecorator[uuid.UUID]):
-    """``BINARY(16)`` holding the UUID's big-endian bytes."""
-
-    impl = sa.BINARY(16)
-    cache_ok = True
-
-    def process_bind_param(self, value: Any, dialect: Any) -> bytes | None:
-        return None if value is None else bytes(value.bytes)
-
-    def process_result_value(self, value: Any, dialect: Any) -> uuid.UUID | None:
-        return None if value is None else parse_uuid(bytes(value))
-
-
 class SQLServer(Database):
     """SQL Server: ``UUIDv7`` columns only (no server function, order numbers or migration)."""
 
@@ -61,5 +49,5 @@ class SQLServer(Database):
         if storage == "ordered":
             return _OrderedUniqueIdentifier()
         if storage == "binary":
-            return _Binary16()
+            return SqlServerBinary16()
         return sa.Uuid()

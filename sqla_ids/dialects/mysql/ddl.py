@@ -8,8 +8,6 @@ MariaDB has (sequences, the native ``UUID`` type).
 from __future__ import annotations
 
 import re
-import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
@@ -17,7 +15,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.types import TypeEngine
 
 from sqla_ids.dialects.base import Database
-from sqla_ids.identifiers import parse_uuid
+from sqla_ids.dialects.storage import Binary16
 
 if TYPE_CHECKING:
     from sqla_ids.dialects.bench import Bench
@@ -31,23 +29,6 @@ if TYPE_CHECKING:
 # ``BINARY(16)`` holding the UUID's 16 bytes in order (``mysql_storage="binary"``):
 # compared bytewise, so UUIDv7 keys sort by time. Every driver binds ``bytes``
 # and hands back ``bytes`` or ``bytearray``.
-
-
-class _Binary16(sa.types.TypeDecorator[uuid.UUID]):
-    """``BINARY(16)`` storage of a ``UUIDv7`` column: the big-endian bytes."""
-
-    impl = sa.BINARY(16)
-    cache_ok = True
-
-    def process_bind_param(self, value: Any, dialect: Dialect) -> bytes | None:
-        return None if value is None else bytes(value.bytes)
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> uuid.UUID | None:
-        return None if value is None else parse_uuid(bytes(value))
-
-    def literal_processor(self, dialect: Dialect) -> Callable[[Any], str]:
-        # SQLAlchemy's BINARY would render the bytes as a text literal.
-        return lambda value: f"X'{parse_uuid(value).hex}'"
 
 
 class MySQL(Database):
@@ -116,7 +97,7 @@ class MySQL(Database):
         """Storage type of a ``UUIDv7`` column, by its ``mysql_storage`` option:
         ``CHAR(32)`` (``"char32"``) or ``BINARY(16)`` (``"binary"``)."""
         if type_.mysql_storage == "binary":
-            return _Binary16()
+            return Binary16()
         return sa.Uuid(native_uuid=False)
 
     # --- uuid7 server function ---

@@ -6,8 +6,6 @@ Each feature has its own section in the class; keep sections independent.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
@@ -15,7 +13,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.types import TypeEngine
 
 from sqla_ids.dialects.base import Database
-from sqla_ids.identifiers import parse_uuid
+from sqla_ids.dialects.storage import Blob16
 
 if TYPE_CHECKING:
     from sqla_ids.dialects.bench import Bench
@@ -30,23 +28,6 @@ if TYPE_CHECKING:
 # Blobs compare with memcmp, so UUIDv7 keys sort by time. SQLite has no
 # ``BINARY(16)``: a column so declared gets NUMERIC affinity and is reflected
 # as ``NUMERIC(16)``, so Alembic's autogenerate would report a change forever.
-
-
-class _Blob16(sa.types.TypeDecorator[uuid.UUID]):
-    """``BLOB`` storage of a ``UUIDv7`` column: the 16 big-endian bytes."""
-
-    impl = sa.BLOB
-    cache_ok = True
-
-    def process_bind_param(self, value: Any, dialect: Dialect) -> bytes | None:
-        return None if value is None else bytes(value.bytes)
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> uuid.UUID | None:
-        return None if value is None else parse_uuid(bytes(value))
-
-    def literal_processor(self, dialect: Dialect) -> Callable[[Any], str]:
-        # SQLAlchemy's BLOB would render the bytes as a text literal.
-        return lambda value: f"X'{parse_uuid(value).hex}'"
 
 
 class SQLite(Database):
@@ -149,7 +130,7 @@ class SQLite(Database):
         """Storage type of a ``UUIDv7`` column, by its ``sqlite_storage`` option:
         ``CHAR(32)`` hex (``"char32"``) or the 16 bytes in a ``BLOB`` (``"binary"``)."""
         if type_.sqlite_storage == "binary":
-            return _Blob16()
+            return Blob16()
         return sa.Uuid()
 
     # --- uuid7 server function ---
