@@ -10,7 +10,13 @@
 * :mod:`~sqla_ids.types.partitions` -- month partitions keyed by UUIDv7.
 """
 
-from sqla_ids.types.defaults import last_uuid7, uuid7_default, uuid7_pk
+from sqla_ids.types.defaults import (
+    fetch_server_keys,
+    last_uuid7,
+    prefetch_server_keys,
+    uuid7_default,
+    uuid7_pk,
+)
 from sqla_ids.types.order_number import FormattedOrderNumber
 from sqla_ids.types.order_number_ddl import order_number_check_name
 from sqla_ids.types.order_number_sequence import OrderNumberSequence
@@ -46,10 +52,12 @@ __all__ = [
     "UUIDv7",
     "UUIDv7ServerDefault",
     "create_month_partitions",
+    "fetch_server_keys",
     "install_uuid7_function",
     "last_uuid7",
     "month_partition_ddl",
     "order_number_check_name",
+    "prefetch_server_keys",
     "register_uuid7_function",
     "remove_uuid7_function",
     "uuid7_column_default_sql",
