@@ -423,11 +423,6 @@ class Note(TextBase):
     body: orm.Mapped[str] = orm.mapped_column(sa.String(20))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="types/defaults.py's ORM 'set' listener parses every UUIDv7 attribute into "
-    "uuid.UUID; it should call column.type.coerce_set_value (text in string mode)",
-)
 def test_string_mode_orm_identity(sqlite_engine: Engine) -> None:
     TextBase.metadata.create_all(sqlite_engine)
     try:

@@ -152,13 +152,13 @@ def _table_name(table: sa.Table | type[Any] | str) -> str:
     return local_table.fullname
 
 
-def _uuid7_columns(mapper: orm.Mapper[Any]) -> list[tuple[str, sa.Column[Any]]]:
-    """(attribute key, column) of every ``UUIDv7`` column the mapper maps."""
+def _uuid7_columns(mapper: orm.Mapper[Any]) -> list[tuple[str, sa.Column[Any], UUIDv7[Any]]]:
+    """(attribute key, column, its type) of every ``UUIDv7`` column the mapper maps."""
     found = []
     for prop in mapper.column_attrs:
         for column in prop.columns:
             if isinstance(column, sa.Column) and isinstance(column.type, UUIDv7):
-                found.append((prop.key, column))
+                found.append((prop.key, column, column.type))
     return found
 
 
@@ -172,15 +172,15 @@ def _configure_mapper(mapper: orm.Mapper[Any], class_: type[Any]) -> None:
     columns = _uuid7_columns(mapper)
     if not columns:
         return
-    for key, column in columns:
+    for key, column, type_ in columns:
         attribute = getattr(class_, key)
         # Parse strings when the attribute is set, not when binding: the ORM
         # matches RETURNING rows to objects by these values (insertmanyvalues).
-        event.listen(attribute, "set", _coerce_on_set, retval=True)
+        event.listen(attribute, "set", _coercer(type_), retval=True)
         generator = column.info.get(_ASSIGN_ON_INIT)
         if generator is not None and column.primary_key:
             _INIT_ASSIGN.setdefault(mapper, []).append((key, generator))
-    keys = [(key, column.table.fullname) for key, column in columns if column.primary_key]
+    keys = [(key, column.table.fullname) for key, column, _ in columns if column.primary_key]
     if keys:
         event.listen(mapper, "after_insert", _remember_last(keys), raw=True)
     server_key = _server_made_key(mapper)
@@ -191,10 +191,18 @@ def _configure_mapper(mapper: orm.Mapper[Any], class_: type[Any]) -> None:
         _server_keys_mapped = True
 
 
-def _coerce_on_set(target: Any, value: Any, oldvalue: Any, initiator: Any) -> Any:
-    if value is None or isinstance(value, uuid.UUID):
-        return value
-    return parse_uuid(value)
+def _coercer(type_: UUIDv7[Any]) -> Callable[[Any, Any, Any, Any], Any]:
+    """The ``set`` listener of one column: its type's parsing (``uuid.UUID``, or
+    canonical text with ``as_uuid=False``)."""
+    coerce = type_.coerce_set_value
+    as_uuid = type_.as_uuid
+
+    def coerce_on_set(target: Any, value: Any, oldvalue: Any, initiator: Any) -> Any:
+        if value is None or (as_uuid and type(value) is uuid.UUID):
+            return value  # the common case, without a call
+        return coerce(value)
+
+    return coerce_on_set
 
 
 # Mapper -> [(attribute key, generator)] of keys set when an object is built.
