@@ -1,5 +1,8 @@
 """The one state transition, driven through every path: wall-clock hot path, batch, shift.
 
+A value shifted per call lies outside the transition (its own timestamp and
+fresh counter, no state change); a zero shift is no shift.
+
 The wall-clock hot path (no injected clock) reads ``time.time``; these tests
 replace it (and ``time_ns``, read by batches and per-call shifts) with a fake
 clock, so that its carry, overflow and clock-going-back branches run.
@@ -84,7 +87,7 @@ def check_transitions(layout: Layout, made: list[tuple[uuid.UUID, int]]) -> None
     ),
     ops=operations,
 )
-def test_hot_path_batch_and_shift_share_one_transition(
+def test_hot_path_batch_and_zero_shift_share_one_transition(
     wall: FakeWallClock, layout: Layout, ops: list[tuple[str, int]]
 ) -> None:
     wall.ms = START_MS
@@ -95,8 +98,12 @@ def test_hot_path_batch_and_shift_share_one_transition(
             made += [(generator(), wall.ms) for _ in range(arg)]
         elif op == "batch":
             made += [(value, wall.ms) for value in generator.batch(arg)]
+        elif op == "shift" and arg == 0:
+            made.append((generator(shift=arg), wall.ms))
         elif op == "shift":
-            made.append((generator(shift=arg), wall.ms + arg))
+            shifted = generator(shift=arg)  # outside the stream: checked on its own
+            assert uuid7_timestamp_ms(shifted) == wall.ms + arg
+            assert layout.counter_of(shifted.int) < 1 << layout.seed_bits
         else:
             wall.ms += arg
     check_transitions(layout, made)

@@ -88,6 +88,21 @@ class UUIDv7Generator:
     timestamp advances by one millisecond (never waiting); when the clock goes
     backwards, stalls or fails, the last timestamp is kept and the counter
     counts on, until the clock passes it again.
+
+    A per-call ``shift`` (of a non-zero number of whole milliseconds) makes
+    values for another time, outside that sequence: they carry the shifted
+    clock reading and a freshly seeded counter, and leave the generator's
+    state as it was, so the values made without a shift afterwards carry the
+    real time and continue the timestamp and counter of the previous
+    unshifted one as if the shifted values had not been made. A shifted
+    value is therefore ordered by its timestamp only, not against unshifted
+    values or other shifted calls of the same millisecond; a shifted batch
+    is strictly increasing in itself. The generator-wide ``shift`` moves
+    every reading and keeps the order.
+
+    In a forked child, the first value starts a new, randomly seeded counter
+    (a millisecond after the last one if the clock has not moved on), so
+    parent and child never continue the same timestamp and counter sequence.
     """
 
     __slots__ = (
@@ -157,7 +172,11 @@ class UUIDv7Generator:
         self._reset()
 
     def batch(self, count: int, *, shift: Shift | None = None) -> list[UUID]:
-        """Return ``count`` strictly increasing UUIDv7 values, much faster than a loop."""
+        """Return ``count`` strictly increasing UUIDv7 values, much faster than a loop.
+
+        With a per-call ``shift`` the batch is made as by a fresh generator
+        shifted that much, leaving this one's state as it was (see the class).
+        """
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ValueError(f"count must be a non-negative integer, got {count!r}")
         return make_uuids(self._batch(count, shift), count)
@@ -237,6 +256,21 @@ def _tail_makers(
     return random_tail, random_tails
 
 
+def _detached(
+    generator: UUIDv7Generator, extra_ms: int, pool: RandomPool, lock: threading.Lock
+) -> UUIDv7Generator:
+    """A throwaway twin of ``generator`` shifted ``extra_ms`` more, with its own fresh state.
+
+    It shares the random pool (a fresh one costs a 4 KiB refill) and the lock
+    that guards it.
+    """
+    twin: UUIDv7Generator = _new_object(UUIDv7Generator)
+    twin._layout, twin._clock = generator._layout, generator._clock
+    twin._shift_ms = generator._shift_ms + extra_ms
+    _build_engine(twin, pool, lock)  # not registered for forks: it lives for one call
+    return twin
+
+
 def _refill_tails(tails: list[int], random_tails: Callable[[int], Sequence[int]]) -> int:
     """Refill the hot path's random tails; return one."""
     tails.extend(random_tails(_BLANKS_PER_REFILL))
@@ -249,11 +283,17 @@ def _refill_blanks(blanks: list[UUID]) -> UUID:
     return blanks.pop()
 
 
-def _build_engine(generator: UUIDv7Generator) -> None:
+def _build_engine(
+    generator: UUIDv7Generator,
+    shared_pool: RandomPool | None = None,
+    shared_lock: threading.Lock | None = None,
+) -> None:
     """Install the generator's closures; its mutable state lives in their cells.
 
     The state is the timestamp and counter of the last value (``last_ms``,
-    ``counter``), moved on only by ``take``, the one state transition. The
+    ``counter``), moved on only by ``take``, the one state transition.
+    Values shifted per call never reach it (their own seed, or a detached
+    twin for batches); a fork leaves it exhausted, so ``take`` re-seeds. The
     per-call paths also keep the last value without its random bits
     (``base``), and the wall-clock hot path the end of the clock's current
     millisecond (``next_tick``), so that its common case -- same millisecond,
@@ -264,10 +304,11 @@ def _build_engine(generator: UUIDv7Generator) -> None:
     shift_ms = generator.shift_ms
     counter_max = layout.counter_max
     seed_shift = 64 - layout.seed_bits
+    tail_shift = 64 - layout.random_bits
     unit, carry_mask = _counter_step(layout)
-    pool = RandomPool()
+    pool = RandomPool() if shared_pool is None else shared_pool
     random_tail, random_tails = _tail_makers(layout, pool)
-    lock = threading.Lock()
+    lock = threading.Lock() if shared_lock is None else shared_lock
     acquire, release = lock.acquire, lock.release
     last_ms = -1
     counter = counter_max  # so that a first call without a clock reading fails
@@ -359,7 +400,9 @@ def _build_engine(generator: UUIDv7Generator) -> None:
 
     def next_uuid_from_clock(*, shift: Shift | None = None) -> UUID:
         """Slow path: injected clock or per-call shift."""
-        now = _read_clock(clock, shift_ms + (0 if shift is None else shift_to_ms(shift)))
+        if shift is not None and (extra_ms := shift_to_ms(shift)):
+            return make_uuid(shifted_value(extra_ms))
+        now = _read_clock(clock, shift_ms)
         acquire()
         try:
             value = take_one(now) | random_tail()
@@ -367,13 +410,29 @@ def _build_engine(generator: UUIDv7Generator) -> None:
             release()
         return make_uuid(value)
 
+    def shifted_value(extra_ms: int) -> int:
+        """A value for the clock reading shifted ``extra_ms`` more, outside the state.
+
+        It is the first value of a fresh state at that reading: a freshly
+        seeded counter, guard bits clear.
+        """
+        now = _read_clock(clock, shift_ms + extra_ms)
+        if now < 0:
+            raise ValueError("the clock is unavailable: a value shifted per call needs a reading")
+        acquire()  # guards the random pool, shared with the stream
+        try:
+            return layout.compose(now, pool.word() >> seed_shift, _pool_bits(pool, tail_shift))
+        finally:
+            release()
+
     def batch(count: int, shift: Shift | None) -> list[int]:
         nonlocal base
-        offset_ms = shift_ms + (0 if shift is None else shift_to_ms(shift))
+        if shift is not None and (extra_ms := shift_to_ms(shift)):
+            return _detached(generator, extra_ms, pool, lock)._batch(count, None)
         values: list[int] = []
         while len(values) < count:
             # Re-read the clock every chunk so big batches carry current time.
-            now = _read_clock(clock, offset_ms)
+            now = _read_clock(clock, shift_ms)
             size = min(count - len(values), _BATCH_CHUNK)
             acquire()
             try:
@@ -399,12 +458,17 @@ def _build_engine(generator: UUIDv7Generator) -> None:
     def after_fork() -> None:
         # A lock held by another thread at fork time stays locked forever in
         # the child: take a fresh one. Buffered random words are shared with
-        # the parent: drop them (RFC 9562 §6.8).
-        nonlocal lock, acquire, release
+        # the parent: drop them (RFC 9562 §6.8). The counter would go on
+        # exactly as the parent's: mark it exhausted, so that the next value
+        # re-seeds it -- at the clock's new millisecond, or one after the
+        # last if the clock has not moved on (strict order is kept).
+        nonlocal lock, acquire, release, counter, next_tick
         lock = threading.Lock()
         acquire, release = lock.acquire, lock.release
         pool.clear()
         tails.clear()
+        counter = counter_max
+        next_tick = 0.0
 
     # The wall-clock hot path only serves generators without an injected clock.
     generator.__call__ = next_uuid if clock is None else next_uuid_from_clock
@@ -457,10 +521,16 @@ default_generator = UUIDv7Generator()
 uuid7: _NextFunction = default_generator.__call__
 uuid7.__doc__ = """Return a new UUIDv7 from the default generator (strictly increasing per process).
 
-``shift`` (milliseconds or ``timedelta``) moves this value's clock reading.
+``shift`` (milliseconds or ``timedelta``) makes this one value for another
+time: it carries the shifted clock reading and a fresh random counter, and
+is not part of the increasing sequence; later calls without a shift carry
+the real time again (see :class:`UUIDv7Generator`).
 """
 
 
 def uuid7_batch(count: int, *, shift: Shift | None = None) -> list[UUID]:
-    """Return ``count`` strictly increasing UUIDv7 values from the default generator."""
+    """Return ``count`` strictly increasing UUIDv7 values from the default generator.
+
+    A ``shift`` applies to this batch only, as for :func:`uuid7`.
+    """
     return default_generator.batch(count, shift=shift)
