@@ -455,3 +455,84 @@ def _no_positions(lines: list[str]) -> list[str]:
         re.sub(r", '\d+'\)$", ")", line) if line.startswith("sequence:") else line for line in lines
     ]
     return [re.sub(r"\b(attnum|ordinal_position|position)[=: ]*\d+", "", line) for line in lines]
+
+
+def test_through_alembic_across_two_revisions(
+    pg: Engine, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Revision 1 prepares while the old application runs; revision 2 swaps and
+    contracts; downgrading both puts the old keys back -- the writer never stops."""
+    import textwrap
+
+    from alembic import command
+    from alembic.config import Config
+
+    from sqla_ids.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["alembic", "init", "migrations"]) == 0
+    config = Config(str(tmp_path / "alembic.ini"))
+    url = pg.url.render_as_string(hide_password=False)
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    versions = tmp_path / "migrations" / "versions"
+    for rev, down, up_phase, body_down in (
+        ("0001", None, "prepare", 'op.restore_pk_from_uuid7("shop s")'),
+        ("0002", "0001", "swap", 'op.restore_pk_from_uuid7("shop s")'),
+    ):
+        (versions / f"{rev}.py").write_text(
+            textwrap.dedent(
+                f"""
+                from alembic import op
+
+                revision = "{rev}"
+                down_revision = {down!r}
+                branch_labels = None
+                depends_on = None
+
+
+                def upgrade():
+                    op.migrate_pk_to_uuid7("shop s", online=True, batch_size=97, phase="{up_phase}")
+
+
+                def downgrade():
+                    {body_down}
+                """
+            )
+        )
+    writer = Writer(pg, key_updates=False, prefix="alembic")
+    writer.start()
+    try:
+        time.sleep(0.2)
+        command.upgrade(config, "0001")
+        with pg.connect() as conn:
+            assert steps(conn)["shop s"] == "online:prepared"
+        command.upgrade(config, "0002")
+        with pg.connect() as conn:
+            assert steps(conn)["shop s"] == "online:swapped"
+        time.sleep(0.2)
+        command.downgrade(config, "0001")  # undo the swap, online
+        with pg.connect() as conn:
+            assert "shop s" not in steps(conn)
+        time.sleep(0.2)
+    finally:
+        writer.stop.set()
+        writer.join()
+    assert writer.failures == [], writer.failures[:5]
+    with pg.connect() as conn:
+        assert (
+            conn.exec_driver_sql(
+                "SELECT data_type FROM information_schema.columns WHERE table_name = 'item'"
+                " AND column_name = 'shop_id' AND table_schema = current_schema()"
+            ).scalar()
+            == "bigint"
+        )
+        for label, shop in writer.item_shop.items():
+            if shop not in writer.deleted:
+                found = conn.execute(
+                    sa.text(
+                        'SELECT s.name FROM item i JOIN "shop s" s ON s.id = i.shop_id'
+                        " WHERE i.label = :l"
+                    ),
+                    {"l": label},
+                ).scalar()
+                assert found == shop, label

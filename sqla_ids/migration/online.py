@@ -159,7 +159,8 @@ def _engine(connection: Connection) -> Engine:
     # transaction on the caller's connection would hold locks and a snapshot
     # that CREATE INDEX CONCURRENTLY waits for forever: refused (in Alembic,
     # the sqla_ids operation runs in an autocommit block for this).
-    if connection.in_transaction() and connection.get_isolation_level() != "AUTOCOMMIT":
+    autocommit = connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+    if connection.in_transaction() and not autocommit:
         raise MigrationRefusedError(
             "cannot migrate online from inside a transaction: each step commits on its own"
             " and would wait for it; pass a connection with no transaction open (commit"
