@@ -446,12 +446,13 @@ def find_routines(connection: Connection, affected: dict[str, set[str]]) -> list
 
 
 def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> NewKeyDefault:
-    """The new key's default: ``sqla_ids_uuid7()``, installed before the conversion."""
+    """The new key's default: ``sqla_ids_uuid7()`` (installed before the conversion),
+    or on PostgreSQL 18+ the native ``uuidv7()`` the column default calls directly."""
     from sqla_ids.types.server_functions import UUID7_FUNCTION, uuid7_column_default_sql
 
-    return NewKeyDefault(
-        "uuid7_function", function=UUID7_FUNCTION, sql=uuid7_column_default_sql(connection.dialect)
-    )
+    sql = uuid7_column_default_sql(connection.dialect)
+    function = "uuidv7" if sql.startswith("uuidv7(") else UUID7_FUNCTION
+    return NewKeyDefault("uuid7_function", function=function, sql=sql)
 
 
 def find_dependents(
