@@ -69,8 +69,14 @@ SAMPLES: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
         ("orders", "number", ORDER_NUMBER),
         {"schema": "shop", "key_column": "order_id", "order_by": "created_at"},
     ),
-    "CreateOrderNumberSequenceOp": (("contract_numbers",), {"schema": "shop"}),
-    "DropOrderNumberSequenceOp": (("contract_numbers",), {"schema": "shop"}),
+    "CreateOrderNumberSequenceOp": (
+        ("contract_numbers",),
+        {"schema": "shop", "table": "orders", "column": "number"},
+    ),
+    "DropOrderNumberSequenceOp": (
+        ("contract_numbers",),
+        {"schema": "shop", "table": "orders", "column": "number"},
+    ),
     "CreateUUID7FunctionOp": ((), {"serial": True}),
     "DropUUID7FunctionOp": ((), {"serial": True}),
     "CreateUUID7TriggerOp": (("orders", "order_id"), {"serial": True, "schema": "shop"}),

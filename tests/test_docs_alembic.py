@@ -94,11 +94,12 @@ def test_template_env_renders_the_sequence_operations(
     assert "import sqla_ids\n" in script
     assert "sqla_ids.FormattedOrderNumber(key='shop', sequence='orders_number_seq')" in script
     upgrade, downgrade = script.split("def downgrade")
-    assert upgrade.index("op.create_order_number_sequence('orders_number_seq')") < upgrade.index(
-        "op.create_table('orders'"
-    )
+    owner = "table='orders', column='number'"
+    assert upgrade.index(
+        f"op.create_order_number_sequence('orders_number_seq', {owner})"
+    ) < upgrade.index("op.create_table('orders'")
     assert downgrade.index("op.drop_table('orders')") < downgrade.index(
-        "op.drop_order_number_sequence('orders_number_seq')"
+        f"op.drop_order_number_sequence('orders_number_seq', {owner})"
     )
     command.upgrade(config, "head")
     command.check(config)

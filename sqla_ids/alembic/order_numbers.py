@@ -19,10 +19,12 @@ with a clear message.
 
 ``op.create_order_number_sequence(name)`` / ``op.drop_order_number_sequence(name)``
 create and drop a sequence alone (a PostgreSQL/MariaDB ``SEQUENCE``, a row of
-SQLite's counter table). Autogenerate writes them next to ``op.create_table``
-of a table with a ``FormattedOrderNumber(sequence=...)`` column, so the
-downgrade's ``op.drop_table`` is followed by the drop of its sequence and a
-table created again numbers from 1 (see :func:`compare_order_number_sequences`).
+SQLite's counter table); ``table=``/``column=`` name what it numbers, which
+the database keeps with the sequence. Autogenerate writes them next to
+``op.create_table`` of a table with a ``FormattedOrderNumber(sequence=...)``
+column and next to ``op.drop_table`` of such a table gone from the models,
+so a sequence goes with its table and a table created again numbers from 1
+(see :func:`compare_order_number_sequences`).
 
 Every operation has a renderer and a ``reverse()`` that keeps all its
 arguments. Importing this module registers the operations and the
@@ -42,7 +44,8 @@ from alembic.operations import MigrateOperation, Operations, ops
 from alembic.util import DispatchPriority, PriorityDispatchResult
 
 from sqla_ids.alembic.render import render_item
-from sqla_ids.dialects import for_dialect
+from sqla_ids.dialects import UnsupportedDialectError, for_dialect
+from sqla_ids.dialects.order_number_owner import OrderNumberOwner, OwnedSequence
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.types.order_number import FormattedOrderNumber
 from sqla_ids.types.order_number_ddl import order_number_check_name
@@ -232,29 +235,61 @@ class DropOrderNumberColumnOp(MigrateOperation):
 # --- create / drop a sequence alone ----------------------------------------------------
 
 
+def _owner(table: str | None, column: str | None) -> OrderNumberOwner | None:
+    if table is None:
+        if column is not None:
+            raise ValueError("an order-number sequence's column= needs its table=")
+        return None
+    return OrderNumberOwner(table, column)
+
+
 @Operations.register_operation("create_order_number_sequence")
 class CreateOrderNumberSequenceOp(MigrateOperation):
     """Create the order-number sequence ``sequence_name`` (nothing if it exists).
 
     A ``SEQUENCE`` starting at 1 on PostgreSQL and MariaDB, a counter row
     at 0 in SQLite's ``sqla_ids_counters``. ``schema`` is the schema of the
-    table whose column it numbers.
+    table whose column it numbers; ``table`` and ``column`` name them, and
+    are added to the tables the sequence records (also on an existing
+    sequence), so that autogenerate drops the sequence with its tables.
     """
 
-    def __init__(self, sequence_name: str, *, schema: str | None = None) -> None:
+    def __init__(
+        self,
+        sequence_name: str,
+        *,
+        schema: str | None = None,
+        table: str | None = None,
+        column: str | None = None,
+    ) -> None:
+        _owner(table, column)
         self.sequence_name = sequence_name
         self.schema = schema
+        self.table = table
+        self.column = column
 
     @classmethod
     def create_order_number_sequence(
-        cls, operations: Operations, sequence_name: str, *, schema: str | None = None
+        cls,
+        operations: Operations,
+        sequence_name: str,
+        *,
+        schema: str | None = None,
+        table: str | None = None,
+        column: str | None = None,
     ) -> Any:
-        """Create the order-number sequence ``sequence_name`` in ``schema`` if missing."""
-        return operations.invoke(cls(sequence_name, schema=schema))
+        """Create the order-number sequence ``sequence_name`` in ``schema`` if missing.
+
+        ``table``/``column``: what it numbers, added to the tables the
+        sequence records (also on an existing sequence).
+        """
+        return operations.invoke(cls(sequence_name, schema=schema, table=table, column=column))
 
     def reverse(self) -> DropOrderNumberSequenceOp:
         """Dropping the sequence undoes this."""
-        return DropOrderNumberSequenceOp(self.sequence_name, schema=self.schema)
+        return DropOrderNumberSequenceOp(
+            self.sequence_name, schema=self.schema, table=self.table, column=self.column
+        )
 
     def to_diff_tuple(self) -> tuple[Any, ...]:
         """For ``compare_metadata()`` and ``alembic check``."""
@@ -266,22 +301,45 @@ class DropOrderNumberSequenceOp(MigrateOperation):
     """Drop the order-number sequence ``sequence_name`` if it exists.
 
     On SQLite its counter row goes (and the counter table once empty).
+    ``table`` and ``column``, the table it numbered, are not needed to drop
+    it: they are kept so that :meth:`reverse` records them again.
     """
 
-    def __init__(self, sequence_name: str, *, schema: str | None = None) -> None:
+    def __init__(
+        self,
+        sequence_name: str,
+        *,
+        schema: str | None = None,
+        table: str | None = None,
+        column: str | None = None,
+    ) -> None:
+        _owner(table, column)
         self.sequence_name = sequence_name
         self.schema = schema
+        self.table = table
+        self.column = column
 
     @classmethod
     def drop_order_number_sequence(
-        cls, operations: Operations, sequence_name: str, *, schema: str | None = None
+        cls,
+        operations: Operations,
+        sequence_name: str,
+        *,
+        schema: str | None = None,
+        table: str | None = None,
+        column: str | None = None,
     ) -> Any:
-        """Drop the order-number sequence ``sequence_name`` in ``schema`` if it exists."""
-        return operations.invoke(cls(sequence_name, schema=schema))
+        """Drop the order-number sequence ``sequence_name`` in ``schema`` if it exists.
+
+        ``table``/``column`` only matter to the reverse operation.
+        """
+        return operations.invoke(cls(sequence_name, schema=schema, table=table, column=column))
 
     def reverse(self) -> CreateOrderNumberSequenceOp:
         """Creating the sequence again (numbering from 1) undoes this."""
-        return CreateOrderNumberSequenceOp(self.sequence_name, schema=self.schema)
+        return CreateOrderNumberSequenceOp(
+            self.sequence_name, schema=self.schema, table=self.table, column=self.column
+        )
 
     def to_diff_tuple(self) -> tuple[Any, ...]:
         """For ``compare_metadata()`` and ``alembic check``."""
@@ -338,7 +396,9 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
         ),
         schema=schema,
     )
-    sequence.create(connection, schema)
+    sequence.create(
+        connection, schema, OrderNumberOwner(operation.table_name, operation.column_name)
+    )
     keys = (
         connection.execute(
             sa.select(table.c[operation.key_column]).order_by(
@@ -407,7 +467,7 @@ def create_order_number_sequence(
     """``CREATE SEQUENCE IF NOT EXISTS`` (SQLite: insert the counter row)."""
     bind = _sequence_bind(operations, "create_order_number_sequence")
     for_dialect(bind.dialect).order_number_create_sequence(
-        bind, operation.sequence_name, operation.schema
+        bind, operation.sequence_name, operation.schema, _owner(operation.table, operation.column)
     )
 
 
@@ -459,18 +519,22 @@ def _render_drop_column(autogen_context: AutogenContext, op: DropOrderNumberColu
     )
 
 
+def _sequence_arguments(op: CreateOrderNumberSequenceOp | DropOrderNumberSequenceOp) -> str:
+    return _arguments(
+        ("schema", op.schema, None), ("table", op.table, None), ("column", op.column, None)
+    )
+
+
 @renderers.dispatch_for(CreateOrderNumberSequenceOp)
 def _render_create_sequence(
     autogen_context: AutogenContext, op: CreateOrderNumberSequenceOp
 ) -> str:
-    schema = _arguments(("schema", op.schema, None))
-    return f"op.create_order_number_sequence({op.sequence_name!r}{schema})"
+    return f"op.create_order_number_sequence({op.sequence_name!r}{_sequence_arguments(op)})"
 
 
 @renderers.dispatch_for(DropOrderNumberSequenceOp)
 def _render_drop_sequence(autogen_context: AutogenContext, op: DropOrderNumberSequenceOp) -> str:
-    schema = _arguments(("schema", op.schema, None))
-    return f"op.drop_order_number_sequence({op.sequence_name!r}{schema})"
+    return f"op.drop_order_number_sequence({op.sequence_name!r}{_sequence_arguments(op)})"
 
 
 # --- autogenerate ----------------------------------------------------------------------
@@ -491,20 +555,28 @@ def _numbered_columns(columns: Any) -> Iterator[tuple[str, FormattedOrderNumber]
 def compare_order_number_sequences(
     autogen_context: AutogenContext, upgrade_ops: ops.UpgradeOps, schemas: Any
 ) -> PriorityDispatchResult:
-    """Autogenerate: a new table's order-number sequence gets its own create/drop op.
+    """Autogenerate: an order-number sequence comes and goes with its table.
 
     Before each ``op.create_table`` of a table with a
     ``FormattedOrderNumber(sequence=...)`` column it puts
-    ``op.create_order_number_sequence(name)``; the downgrade, the reverse,
-    then reads ``op.drop_table(...)`` followed by
-    ``op.drop_order_number_sequence(name)``, so the sequence (SQLite: the
-    counter row) goes with the table and a table created again numbers from
-    1. A sequence that a table staying in the models also draws from is left
-    alone.
+    ``op.create_order_number_sequence(name, table=..., column=...)``, which
+    records the table with the sequence; the downgrade, the reverse, then
+    reads ``op.drop_table(...)`` followed by
+    ``op.drop_order_number_sequence(name, ...)``.
 
-    A table dropped because its model is gone cannot say which sequence
-    numbered it (the database does not link the two): a warning names its
-    order-number columns, to add ``op.drop_order_number_sequence`` by hand.
+    After each ``op.drop_table`` of a table gone from the models it puts
+    ``op.drop_order_number_sequence(name, table=..., column=...)`` for every
+    sequence that records this table (asked of the database:
+    ``Database.order_number_sequences``); the downgrade creates the sequence
+    again before the table. Either way the sequence (SQLite: the counter
+    row) goes with its table and a table created again numbers from 1.
+
+    A sequence is left alone while a table of the models draws from it, or
+    another table it records stays in the database; so is one that a dropped
+    table used and a new table draws from (its numbers go on). A dropped
+    table's order-number column that no sequence records (sequences created
+    before sqla_ids recorded their tables) gets a warning, to add
+    ``op.drop_order_number_sequence`` by hand.
 
     Registered for every autogenerate run once :mod:`sqla_ids.alembic` is
     imported, after Alembic's own comparisons.
@@ -512,29 +584,103 @@ def compare_order_number_sequences(
     created = {
         (op.schema, op.table_name) for op in upgrade_ops.ops if isinstance(op, ops.CreateTableOp)
     }
+    dropped = {
+        (op.schema, op.table_name) for op in upgrade_ops.ops if isinstance(op, ops.DropTableOp)
+    }
+    in_models: set[tuple[str | None, str]] = set()  # sequences some model draws from
     kept: set[tuple[str | None, str]] = set()  # sequences of tables not created here
     for table in autogen_context.sorted_tables:
+        sequences = {(table.schema, t.sequence or "") for _, t in _numbered_columns(table.c)}
+        in_models |= sequences
         if (table.schema, table.name) not in created:
-            kept.update((table.schema, t.sequence or "") for _, t in _numbered_columns(table.c))
-    done: set[tuple[str | None, str]] = set()
+            kept |= sequences
+    owners = _Owners(autogen_context, dropped)
+    for schema, name in dropped:
+        kept.update((schema, s.name) for s in owners.of_table(schema, name))
+    created_sequences: set[tuple[str | None, str]] = set()
+    dropped_sequences: set[tuple[str | None, str, str]] = set()  # (schema, name, table)
     result: list[Any] = []
     for op in upgrade_ops.ops:
         if isinstance(op, ops.CreateTableOp):
-            for _, type_ in _numbered_columns(op.columns):
+            for column_name, type_ in _numbered_columns(op.columns):
                 sequence = (op.schema, type_.sequence or "")
-                if sequence not in kept and sequence not in done:
-                    done.add(sequence)
-                    result.append(CreateOrderNumberSequenceOp(sequence[1], schema=op.schema))
+                if sequence not in kept and sequence not in created_sequences:
+                    created_sequences.add(sequence)
+                    result.append(
+                        CreateOrderNumberSequenceOp(
+                            sequence[1], schema=op.schema, table=op.table_name, column=column_name
+                        )
+                    )
+            result.append(op)
         elif isinstance(op, ops.DropTableOp):
-            _warn_about_dropped_numbers(autogen_context, op)
-        result.append(op)
+            result.append(op)
+            owned = owners.of_table(op.schema, op.table_name)
+            for found in owned:
+                if (op.schema, found.name) in in_models or owners.used_elsewhere(op.schema, found):
+                    continue
+                if (op.schema, found.name, op.table_name) not in dropped_sequences:
+                    dropped_sequences.add((op.schema, found.name, op.table_name))
+                    result.append(
+                        DropOrderNumberSequenceOp(
+                            found.name, schema=op.schema, table=found.table, column=found.column
+                        )
+                    )
+            _warn_about_dropped_numbers(autogen_context, op, owned)
+        else:
+            result.append(op)
     upgrade_ops.ops[:] = result
     return PriorityDispatchResult.CONTINUE
 
 
-def _warn_about_dropped_numbers(autogen_context: AutogenContext, op: ops.DropTableOp) -> None:
+class _Owners:
+    """The database's order-number sequences and their tables, read once per schema."""
+
+    def __init__(
+        self, autogen_context: AutogenContext, dropped: set[tuple[str | None, str]]
+    ) -> None:
+        self.connection = autogen_context.connection
+        self.dropped = dropped
+        self.sequences: dict[str | None, list[OwnedSequence]] = {}
+        self.tables: dict[str | None, set[str]] = {}
+
+    def _read(self, schema: str | None) -> list[OwnedSequence]:
+        if self.connection is None:
+            return []
+        if schema not in self.sequences:
+            database = for_dialect(self.connection.dialect)
+            try:
+                found = database.order_number_sequences(self.connection, schema)
+            except UnsupportedDialectError:  # a database without order-number sequences
+                found = []
+            self.sequences[schema] = found
+            if found:
+                self.tables[schema] = set(sa.inspect(self.connection).get_table_names(schema))
+        return self.sequences[schema]
+
+    def of_table(self, schema: str | None, table: str) -> list[OwnedSequence]:
+        """The sequences of ``schema`` that record ``table``."""
+        return [sequence for sequence in self._read(schema) if sequence.table == table]
+
+    def used_elsewhere(self, schema: str | None, owned: OwnedSequence) -> bool:
+        """Whether another table the sequence records stays in the database."""
+        return any(
+            other.name == owned.name
+            and other.table != owned.table
+            and other.table in self.tables.get(schema, ())
+            and (schema, other.table) not in self.dropped
+            for other in self._read(schema)
+        )
+
+
+def _warn_about_dropped_numbers(
+    autogen_context: AutogenContext, op: ops.DropTableOp, owned: list[OwnedSequence]
+) -> None:
+    """Warn about the dropped table's order-number columns no sequence records."""
     connection = autogen_context.connection
     if connection is None:
+        return
+    covered = {sequence.column for sequence in owned}
+    if None in covered:  # a sequence recorded for the whole table
         return
     inspector = sa.inspect(connection)
     try:
@@ -543,11 +689,15 @@ def _warn_about_dropped_numbers(autogen_context: AutogenContext, op: ops.DropTab
         return
     names = {check["name"] for check in checks}
     for column in inspector.get_columns(op.table_name, op.schema):
+        if column["name"] in covered:
+            continue
         if order_number_check_name(op.table_name, column["name"]) in names:
             logger.warning(
-                "dropped table %r has the order-number column %r: if a sequence numbered it, "
-                'add op.drop_order_number_sequence("<sequence>") after op.drop_table (and '
-                "op.create_order_number_sequence before op.create_table in the downgrade)",
+                "dropped table %r has the order-number column %r, and no sequence records "
+                "it as its owner (sequences created before sqla_ids recorded owners): if a "
+                'sequence numbered it, add op.drop_order_number_sequence("<sequence>") after '
+                "op.drop_table (and op.create_order_number_sequence before op.create_table in "
+                "the downgrade)",
                 op.table_name,
                 column["name"],
             )

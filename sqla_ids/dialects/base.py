@@ -30,6 +30,7 @@ from sqla_ids.errors import SqlaIdsError
 
 if TYPE_CHECKING:  # concern objects: imported by each database on first use
     from sqla_ids.dialects.bench import Bench
+    from sqla_ids.dialects.order_number_owner import OrderNumberOwner, OwnedSequence
     from sqla_ids.dialects.scanning import Scanning
     from sqla_ids.migration.dialect import MigrationDialect
     from sqla_ids.order_numbers.format import OrderNumberFormat
@@ -180,9 +181,25 @@ class Database:
     # --- order numbers -----------------------------------------------------------
 
     def order_number_create_sequence(
-        self, connection: Connection, name: str, schema: str | None
+        self,
+        connection: Connection,
+        name: str,
+        schema: str | None,
+        owner: OrderNumberOwner | None = None,
     ) -> None:
-        """Create the order-number sequence ``name`` (no-op if it exists)."""
+        """Create the order-number sequence ``name`` (no-op if it exists).
+
+        ``owner``: a table (and column) it numbers, added to the tables the
+        sequence records (:mod:`sqla_ids.dialects.order_number_owner`), so
+        that :meth:`order_number_sequences` finds it.
+        """
+        self.unsupported("order-number sequences")
+
+    def order_number_sequences(
+        self, connection: Connection, schema: str | None
+    ) -> list[OwnedSequence]:
+        """(sequence, table, column) for each table each order-number sequence of
+        ``schema`` records (sequences that record none are left out)."""
         self.unsupported("order-number sequences")
 
     def order_number_drop_sequence(

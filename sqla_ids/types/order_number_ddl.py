@@ -8,7 +8,8 @@ it runs once the column belongs to a table -- declaratively, with
 * the CHECK constraint :func:`order_number_check_name` (the format, in the
   database's regex or ``GLOB`` syntax: :class:`OrderNumberFormatCheck`);
 * with a sequence, ``before_create``/``after_drop`` listeners on the table
-  that create and drop it, and the column default that draws the next number
+  that create it (recording the table and column as its owner) and drop it,
+  and the column default that draws the next number
   (:class:`~sqla_ids.types.order_number_sequence.OrderNumberSequence`).
 
 Two private SQLAlchemy arguments remain, as SQLAlchemy has no public
@@ -32,6 +33,7 @@ from sqlalchemy.sql.expression import ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
 
 from sqla_ids.dialects import for_dialect
+from sqla_ids.dialects.order_number_owner import OrderNumberOwner
 from sqla_ids.order_numbers.format import OrderNumberFormat
 
 if TYPE_CHECKING:
@@ -98,9 +100,10 @@ def _attach(type_: FormattedOrderNumber, column: sa.Column[Any], table: sa.Table
     if sequence is None:
         return
     schema = table.schema
+    owner = OrderNumberOwner(table.name, column.name)
 
     def create(target: sa.Table, connection: Connection, **kw: Any) -> None:
-        sequence.create(connection, schema)
+        sequence.create(connection, schema, owner)
 
     def drop(target: sa.Table, connection: Connection, **kw: Any) -> None:
         sequence.drop(connection, schema)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from sqlalchemy.engine import Connection
 
 from sqla_ids.dialects import for_dialect
+from sqla_ids.dialects.order_number_owner import OrderNumberOwner
 from sqla_ids.order_numbers.errors import SkippedValueError
 from sqla_ids.order_numbers.schemes import SequenceScheme
 
@@ -33,9 +34,21 @@ class OrderNumberSequence:
     def __repr__(self) -> str:
         return f"OrderNumberSequence({self.name!r}, {self.scheme!r})"
 
-    def create(self, connection: Connection, schema: str | None = None) -> None:
-        """Create the sequence (nothing if it exists)."""
-        for_dialect(connection.dialect).order_number_create_sequence(connection, self.name, schema)
+    def create(
+        self,
+        connection: Connection,
+        schema: str | None = None,
+        owner: OrderNumberOwner | None = None,
+    ) -> None:
+        """Create the sequence (nothing if it exists).
+
+        ``owner``, the table (and column) it numbers, is added to the tables
+        the sequence records: Alembic's autogenerate then drops the sequence
+        with the last of them.
+        """
+        for_dialect(connection.dialect).order_number_create_sequence(
+            connection, self.name, schema, owner
+        )
 
     def drop(self, connection: Connection, schema: str | None = None) -> None:
         """Drop the sequence if it exists."""

@@ -15,6 +15,15 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.types import TypeEngine
 
 from sqla_ids.dialects.base import Database
+from sqla_ids.dialects.order_number_owner import (
+    OrderNumberOwner,
+    OwnedSequence,
+    SequenceCommentStatement,
+    can_read,
+    owned_sequences,
+    owners_record,
+    with_owner,
+)
 from sqla_ids.dialects.storage import Binary16
 
 if TYPE_CHECKING:
@@ -62,7 +71,11 @@ class MySQL(Database):
     # CHECK constraint uses REGEXP on both.
 
     def order_number_create_sequence(
-        self, connection: Connection, name: str, schema: str | None
+        self,
+        connection: Connection,
+        name: str,
+        schema: str | None,
+        owner: OrderNumberOwner | None = None,
     ) -> None:
         """MySQL has no sequences: raises :class:`UnsupportedDialectError`."""
         self.unsupported("order-number sequences", "they need MariaDB 10.3 or later")
@@ -71,6 +84,12 @@ class MySQL(Database):
         self, connection: Connection, name: str, schema: str | None
     ) -> None:
         """Nothing to drop: MySQL has no sequences."""
+
+    def order_number_sequences(
+        self, connection: Connection, schema: str | None
+    ) -> list[OwnedSequence]:
+        """None: MySQL has no sequences."""
+        return []
 
     def order_number_next_value(self, connection: Connection, name: str, schema: str | None) -> int:
         """MySQL has no sequences: raises :class:`UnsupportedDialectError`."""
@@ -218,17 +237,74 @@ class MariaDB(MySQL):
 
         return MariaDBBench()
 
+    def migration(self) -> MigrationDialect:
+        """MySQL's migration plus the online mode (writers keep going)."""
+        from sqla_ids.dialects.mysql.migration import MariaDBMigration
+
+        return MariaDBMigration()
+
     # --- order numbers -----------------------------------------------------------
-    # MariaDB >= 10.3 has SEQUENCE objects.
+    # MariaDB >= 10.3 has SEQUENCE objects. A sequence is a table, whose comment
+    # records the tables it numbers (sqla_ids.dialects.order_number_owner): set
+    # by CREATE SEQUENCE … COMMENT, then by ALTER TABLE … COMMENT, which
+    # discards the sequence's cache (up to 1000 numbers skipped) -- once for
+    # each further table created on a sequence.
+    ORDER_NUMBER_COMMENT_MAX: ClassVar[int] = 2048
+    """Longest table comment MariaDB keeps."""
+
+    _ORDER_NUMBER_SEQUENCES = sa.text(
+        "SELECT TABLE_NAME, TABLE_COMMENT FROM information_schema.TABLES "
+        "WHERE TABLE_TYPE = 'SEQUENCE' AND TABLE_SCHEMA = COALESCE(:schema, DATABASE())"
+    )
+
+    def _order_number_comments(
+        self, connection: Connection, schema: str | None
+    ) -> dict[str, str | None]:
+        """Sequence name -> comment, for every sequence of ``schema``."""
+        rows = connection.execute(self._ORDER_NUMBER_SEQUENCES, {"schema": schema})
+        return {str(name): comment for name, comment in rows}
 
     def order_number_create_sequence(
-        self, connection: Connection, name: str, schema: str | None
+        self,
+        connection: Connection,
+        name: str,
+        schema: str | None,
+        owner: OrderNumberOwner | None = None,
     ) -> None:
-        """Create the order-number sequence ``name`` (no-op if it exists)."""
+        """Create the order-number sequence ``name`` (no-op if it exists).
+
+        ``owner`` is added to the tables its comment records (a comment that
+        is not sqla_ids' own is left alone). Offline (``--sql``), only a
+        sequence the statement creates gets it.
+        """
         if not connection.dialect.supports_sequences:
-            super().order_number_create_sequence(connection, name, schema)
+            super().order_number_create_sequence(connection, name, schema, owner)
         sequence = sa.Sequence(name, schema=schema, start=1)
-        connection.execute(sa.schema.CreateSequence(sequence, if_not_exists=True))
+        if owner is None:
+            connection.execute(sa.schema.CreateSequence(sequence, if_not_exists=True))
+            return
+        limit = self.ORDER_NUMBER_COMMENT_MAX
+        if not can_read(connection):
+            comment = owners_record([owner], limit)
+            statement = "{create} COMMENT = {comment}"
+        else:
+            comments = self._order_number_comments(connection, schema)
+            if name not in comments:
+                comment, statement = owners_record([owner], limit), "{create} COMMENT = {comment}"
+            else:
+                added = with_owner(comments[name], owner, limit)
+                if added is None:
+                    return
+                comment, statement = added, "ALTER TABLE {sequence} COMMENT = {comment}"
+        connection.execute(SequenceCommentStatement(statement, sequence, comment))
+
+    def order_number_sequences(
+        self, connection: Connection, schema: str | None
+    ) -> list[OwnedSequence]:
+        """The sequences of ``schema`` with each table their comment records."""
+        if not connection.dialect.supports_sequences:
+            return []
+        return owned_sequences(self._order_number_comments(connection, schema))
 
     def order_number_drop_sequence(
         self, connection: Connection, name: str, schema: str | None

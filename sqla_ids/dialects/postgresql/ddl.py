@@ -14,6 +14,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.dialects.base import Database
+from sqla_ids.dialects.order_number_owner import (
+    OrderNumberOwner,
+    OwnedSequence,
+    SequenceCommentStatement,
+    can_read,
+    owned_sequences,
+    owners_record,
+    with_owner,
+)
 
 if TYPE_CHECKING:
     from sqla_ids.dialects.bench import Bench
@@ -87,14 +96,71 @@ class PostgreSQL(Database):
 
     # --- order numbers -----------------------------------------------------------
     # A real SEQUENCE feeds FormattedOrderNumber's default; the CHECK constraint
-    # is a POSIX regular expression (``~``).
+    # is a POSIX regular expression (``~``). The sequence's comment records the
+    # tables it numbers (sqla_ids.dialects.order_number_owner). An unqualified
+    # sequence is created in ``current_schema()``, where it is looked for.
+
+    _ORDER_NUMBER_SEQUENCES = sa.text(
+        "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind = 'S' AND n.nspname = coalesce(:schema, current_schema())"
+    )
+    # Offline (``--sql``), nothing can be read: the script comments a sequence
+    # that has no comment yet.
+    _ORDER_NUMBER_COMMENT_IF_NONE = """BEGIN
+IF NOT EXISTS (SELECT FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+  WHERE c.relkind = 'S' AND c.relname = {name} AND n.nspname = coalesce({schema}, current_schema())
+  AND obj_description(c.oid, 'pg_class') IS NOT NULL) THEN
+  COMMENT ON SEQUENCE {sequence} IS {comment};
+END IF;
+END"""
+
+    def _order_number_comments(
+        self, connection: Connection, schema: str | None
+    ) -> dict[str, str | None]:
+        """Sequence name -> comment, for every sequence of ``schema``."""
+        rows = connection.execute(self._ORDER_NUMBER_SEQUENCES, {"schema": schema})
+        return {str(name): comment for name, comment in rows}
 
     def order_number_create_sequence(
-        self, connection: Connection, name: str, schema: str | None
+        self,
+        connection: Connection,
+        name: str,
+        schema: str | None,
+        owner: OrderNumberOwner | None = None,
     ) -> None:
-        """Create the order-number sequence ``name`` (no-op if it exists)."""
+        """Create the order-number sequence ``name`` (no-op if it exists).
+
+        ``owner`` is added to the tables its comment records (a comment that
+        is not sqla_ids' own is left alone).
+        """
         sequence = sa.Sequence(name, schema=schema, start=1)
         connection.execute(sa.schema.CreateSequence(sequence, if_not_exists=True))
+        if owner is None:
+            return
+        if not can_read(connection):
+            connection.execute(
+                SequenceCommentStatement(
+                    self._ORDER_NUMBER_COMMENT_IF_NONE,
+                    sequence,
+                    owners_record([owner]),
+                    do_block=True,
+                )
+            )
+            return
+        comment = with_owner(self._order_number_comments(connection, schema).get(name), owner)
+        if comment is not None:
+            connection.execute(
+                SequenceCommentStatement(
+                    "COMMENT ON SEQUENCE {sequence} IS {comment}", sequence, comment
+                )
+            )
+
+    def order_number_sequences(
+        self, connection: Connection, schema: str | None
+    ) -> list[OwnedSequence]:
+        """The sequences of ``schema`` with each table their comment records."""
+        return owned_sequences(self._order_number_comments(connection, schema))
 
     def order_number_drop_sequence(
         self, connection: Connection, name: str, schema: str | None

@@ -13,6 +13,13 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.types import TypeEngine
 
 from sqla_ids.dialects.base import Database
+from sqla_ids.dialects.order_number_owner import (
+    OWNERS_PREFIX,
+    OrderNumberOwner,
+    OwnedSequence,
+    owned_sequences,
+    with_owner,
+)
 from sqla_ids.dialects.storage import Blob16
 
 if TYPE_CHECKING:
@@ -61,7 +68,9 @@ class SQLite(Database):
     # SQLite has no sequences: a counter table, one row per sequence name. The
     # UPDATE takes SQLite's write lock, so the following SELECT in the same
     # transaction reads a value no other connection can also get. The CHECK
-    # constraint is one GLOB per allowed length.
+    # constraint is one GLOB per allowed length. The ``owners`` column lists, as
+    # JSON, the tables a counter numbers (sqla_ids.dialects.order_number_owner);
+    # a counter table made before it existed gets it when an owner is recorded.
     ORDER_NUMBER_COUNTERS: ClassVar[str] = "sqla_ids_counters"
     """The counter table (one row per order-number sequence)."""
 
@@ -70,21 +79,64 @@ class SQLite(Database):
         table = preparer.quote(self.ORDER_NUMBER_COUNTERS)
         return f"{preparer.quote_schema(schema)}.{table}" if schema else table
 
+    def _order_number_counter_columns(
+        self, connection: Connection, schema: str | None
+    ) -> list[str]:
+        """Columns of the counter table (none if it does not exist)."""
+        preparer = connection.dialect.identifier_preparer
+        rows = connection.exec_driver_sql(
+            f"PRAGMA {preparer.quote_schema(schema or 'main')}"
+            f".table_info({preparer.quote(self.ORDER_NUMBER_COUNTERS)})"
+        )
+        return [str(row[1]) for row in rows]
+
     def order_number_create_sequence(
-        self, connection: Connection, name: str, schema: str | None
+        self,
+        connection: Connection,
+        name: str,
+        schema: str | None,
+        owner: OrderNumberOwner | None = None,
     ) -> None:
-        """Create the counter row ``name`` (and the counter table) if missing."""
+        """Create the counter row ``name`` (and the counter table) if missing.
+
+        ``owner`` is added to the tables the row records.
+        """
         table = self._order_number_counters(connection, schema)
         connection.execute(
             sa.text(
                 f"CREATE TABLE IF NOT EXISTS {table} "
-                "(name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+                "(name TEXT PRIMARY KEY, value INTEGER NOT NULL, owners TEXT)"
             )
         )
         connection.execute(
             sa.text(f"INSERT OR IGNORE INTO {table} (name, value) VALUES (:name, 0)"),
             {"name": name},
         )
+        if owner is None:
+            return
+        if "owners" not in self._order_number_counter_columns(connection, schema):
+            connection.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN owners TEXT"))
+        owners = connection.scalar(
+            sa.text(f"SELECT owners FROM {table} WHERE name = :name"), {"name": name}
+        )
+        record = with_owner(OWNERS_PREFIX + owners if owners else None, owner)
+        if record is not None:
+            connection.execute(
+                sa.text(f"UPDATE {table} SET owners = :owners WHERE name = :name"),
+                {"name": name, "owners": record.removeprefix(OWNERS_PREFIX)},
+            )
+
+    def order_number_sequences(
+        self, connection: Connection, schema: str | None
+    ) -> list[OwnedSequence]:
+        """The counters of ``schema`` with each table their row records."""
+        if "owners" not in self._order_number_counter_columns(connection, schema):
+            return []  # no counter table, or one that records no owners
+        table = self._order_number_counters(connection, schema)
+        rows = connection.execute(
+            sa.text(f"SELECT name, owners FROM {table} WHERE owners IS NOT NULL")
+        )
+        return owned_sequences({str(name): OWNERS_PREFIX + str(owners) for name, owners in rows})
 
     def order_number_drop_sequence(
         self, connection: Connection, name: str, schema: str | None
