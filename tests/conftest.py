@@ -264,3 +264,10 @@ def async_engine_factory(request: pytest.FixtureRequest) -> Callable[[], AsyncEn
         url = url.difference_update_query(["options"])
         kwargs["connect_args"] = {"server_settings": settings}
     return lambda: create_async_engine(url, **kwargs)
+
+
+@pytest.fixture
+def mariadb_private_engine(mariadb_url: URL) -> Iterator[Engine]:
+    """A MariaDB engine on a database of this test's own (MariaDB-only tests)."""
+    with _mariadb_scratch(_base_url("mariadb")) as url:
+        yield from _engine(url)

@@ -8,10 +8,14 @@ data and schema -- must equal the original.
 
 from __future__ import annotations
 
+import random
 import re
 import secrets
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
-from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7
+from sqla_ids.errors import MigrationRefusedError
+from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
 
 pytestmark = pytest.mark.slow
 
@@ -217,3 +222,165 @@ def test_every_key_migrates_and_comes_back(chinook: Engine) -> None:
             conn.commit()
     assert _snapshot(chinook) == original
     assert _joins(chinook) == joins_before
+
+
+class _ChinookApp(threading.Thread):
+    """A shop's application writing to Chinook while its keys migrate online: new
+    invoices with their lines, invoices moved to another customer or deleted, new
+    artists with an album, new employees under a manager. Keys are only passed
+    through (read, then sent back), as code that works across the swap must."""
+
+    def __init__(self, engine: Engine, emails: list[str], managers: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.engine, self.emails, self.managers = engine, emails, managers
+        self.n = {name: _name(_dialect(engine), name) for name in _WORDS}
+        self.stop = threading.Event()
+        self.failures: list[str] = []
+        self.invoices: dict[str, str] = {}  # BillingAddress tag -> customer email
+        self.albums: dict[str, str] = {}  # album title -> artist name
+        self.staff: dict[str, str] = {}  # employee email -> manager email
+        self.rng = random.Random(11)
+
+    def run(self) -> None:
+        step = 0
+        while not self.stop.is_set():
+            step += 1
+            try:
+                with self.engine.begin() as conn:
+                    self._one(conn, step)
+            except sa.exc.DBAPIError as error:
+                self.failures.append(f"{step}: {str(error.orig).splitlines()[0]}")
+            time.sleep(0.003)
+
+    def _one(self, conn: sa.Connection, step: int) -> None:
+        n, q = self.n, sa.text
+        action = step % 5
+        if action in (0, 1):
+            tag, email = f"w:{step}", self.rng.choice(self.emails)
+            customer = conn.execute(
+                q(f"SELECT {n['CustomerId']} FROM {n['Customer']} WHERE {n['Email']} = :e"),
+                {"e": email},
+            ).scalar_one()
+            conn.execute(
+                q(
+                    f"INSERT INTO {n['Invoice']} ({n['CustomerId']}, {n['InvoiceDate']},"
+                    f" {n['BillingAddress']}, {n['Total']}) VALUES (:c, :d, :t, 0.99)"
+                ),
+                {"c": customer, "d": datetime(2026, 11, 24), "t": tag},
+            )
+            invoice = conn.execute(
+                q(f"SELECT {n['InvoiceId']} FROM {n['Invoice']} WHERE {n['BillingAddress']} = :t"),
+                {"t": tag},
+            ).scalar_one()
+            conn.execute(
+                q(
+                    f"INSERT INTO {n['InvoiceLine']} ({n['InvoiceId']}, {n['TrackId']},"
+                    f" {n['UnitPrice']}, {n['Quantity']}) VALUES (:i, :tr, 0.99, 1)"
+                ),
+                {"i": invoice, "tr": 1 + step % 3000},
+            )
+            self.invoices[tag] = email
+        elif action == 2 and self.invoices:  # an invoice moves to another customer
+            tag, email = self.rng.choice(sorted(self.invoices)), self.rng.choice(self.emails)
+            conn.execute(
+                q(
+                    f"UPDATE {n['Invoice']} SET {n['CustomerId']} = (SELECT {n['CustomerId']}"
+                    f" FROM {n['Customer']} WHERE {n['Email']} = :e)"
+                    f" WHERE {n['BillingAddress']} = :t"
+                ),
+                {"e": email, "t": tag},
+            )
+            self.invoices[tag] = email
+        elif action == 3:
+            artist, title = f"artist {step}", f"album {step}"
+            conn.execute(q(f"INSERT INTO {n['Artist']} ({n['Name']}) VALUES (:a)"), {"a": artist})
+            key = conn.execute(
+                q(f"SELECT {n['ArtistId']} FROM {n['Artist']} WHERE {n['Name']} = :a"),
+                {"a": artist},
+            ).scalar_one()
+            conn.execute(
+                q(f"INSERT INTO {n['Album']} ({n['Title']}, {n['ArtistId']}) VALUES (:t, :a)"),
+                {"t": title, "a": key},
+            )
+            self.albums[title] = artist
+        else:
+            manager = self.rng.choice(self.managers)
+            boss = conn.execute(
+                q(f"SELECT {n['EmployeeId']} FROM {n['Employee']} WHERE {n['Email']} = :m"),
+                {"m": manager},
+            ).scalar_one()
+            email = f"staff{step}@chinook.test"
+            conn.execute(
+                q(
+                    f"INSERT INTO {n['Employee']} ({n['LastName']}, {n['FirstName']},"
+                    f" {n['Email']}, {n['ReportsTo']}) VALUES ('New', :f, :e, :b)"
+                ),
+                {"f": f"N{step}", "e": email, "b": boss},
+            )
+            self.staff[email] = manager
+
+
+_WORDS = [
+    "Customer", "CustomerId", "Email", "Invoice", "InvoiceId", "InvoiceDate", "BillingAddress",
+    "Total", "InvoiceLine", "TrackId", "UnitPrice", "Quantity", "Artist", "ArtistId", "Name",
+    "Album", "Title", "Employee", "EmployeeId", "LastName", "FirstName", "ReportsTo",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("online_dialect", ["postgresql", "mariadb"])
+def test_online_while_the_shop_keeps_selling(chinook: Engine, online_dialect: str) -> None:
+    """Five tables (a self-reference among them) migrated online, one after the
+    other, while the application writes; Track is refused (PlaylistTrack's
+    primary key contains the reference) before anything changes."""
+    d = _dialect(chinook)
+    if d != online_dialect:
+        pytest.skip(f"this case runs on {online_dialect}")
+    n = {name: _name(d, name) for name in _WORDS}
+    before = _joins(chinook)
+    with chinook.connect() as conn:
+        emails = list(conn.exec_driver_sql(f"SELECT {n['Email']} FROM {n['Customer']}").scalars())
+        managers = list(conn.exec_driver_sql(f"SELECT {n['Email']} FROM {n['Employee']}").scalars())
+    app = _ChinookApp(chinook, emails, managers)
+    app.start()
+    try:
+        with chinook.connect() as conn:
+            with pytest.raises(MigrationRefusedError, match="primary key"):
+                migrate_pk_to_uuid7(conn, _name(d, "Track"), PkMigrationOptions(online=True))
+            for table in ("Employee", "Customer", "Invoice", "Artist", "Album"):
+                migrate_pk_to_uuid7(
+                    conn, _name(d, table), PkMigrationOptions(online=True, batch_size=97)
+                )
+        time.sleep(0.3)
+    finally:
+        app.stop.set()
+        app.join()
+    assert app.failures == [], app.failures[:5]
+    assert len(app.invoices) > 10 and len(app.albums) > 5 and len(app.staff) > 5
+    after = _joins(chinook)
+    for unchanged in ("tracks per playlist", "catalogue", "support reps"):
+        assert after[unchanged] == before[unchanged], unchanged
+    assert set(before["manager chains"]) <= set(after["manager chains"])
+    with chinook.connect() as conn:
+        invoices = dict(
+            conn.exec_driver_sql(
+                f"SELECT i.{n['BillingAddress']}, c.{n['Email']} FROM {n['Invoice']} i"
+                f" JOIN {n['Customer']} c ON c.{n['CustomerId']} = i.{n['CustomerId']}"
+                f" JOIN {n['InvoiceLine']} il ON il.{n['InvoiceId']} = i.{n['InvoiceId']}"
+                f" WHERE i.{n['BillingAddress']} LIKE 'w:%%'"
+            ).all()
+        )
+        albums = dict(
+            conn.exec_driver_sql(
+                f"SELECT al.{n['Title']}, ar.{n['Name']} FROM {n['Album']} al"
+                f" JOIN {n['Artist']} ar ON ar.{n['ArtistId']} = al.{n['ArtistId']}"
+            ).all()
+        )
+        staff = dict(
+            conn.exec_driver_sql(
+                f"SELECT e.{n['Email']}, m.{n['Email']} FROM {n['Employee']} e"
+                f" JOIN {n['Employee']} m ON m.{n['EmployeeId']} = e.{n['ReportsTo']}"
+            ).all()
+        )
+    assert invoices == app.invoices
+    assert {t: albums[t] for t in app.albums} == app.albums
+    assert {e: staff[e] for e in app.staff} == app.staff

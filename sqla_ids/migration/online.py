@@ -14,6 +14,7 @@ runs the three in a row.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
@@ -69,40 +70,45 @@ class OnlineRun:
         """Lock timeouts met (and retried) so far."""
 
     def _retrying(self, attempt: Callable[[], T], what: str) -> T:
-        delay = min(self.lock_timeout, 0.1)
-        for number in range(1, self.attempts + 1):
+        delays = self.strategy.retry_delays(self.attempts)
+        total = len(delays) + 1
+        for number in range(1, total + 1):
             try:
                 return attempt()
             except sa.exc.DBAPIError as error:
-                if not self.strategy.is_lock_timeout(error) or number == self.attempts:
+                if not self.strategy.is_lock_timeout(error) or number == total:
                     if self.strategy.is_lock_timeout(error):
                         raise LockTimeoutError(
                             f"{self.plan.table}: {what} did not get its locks within"
-                            f" {self.lock_timeout} s in {self.attempts} attempts (the"
+                            f" {self.lock_timeout} s in {total} attempts (the"
                             " application holds them); this step changed nothing, run"
                             " the migration again to continue"
                         ) from None
                     raise
                 self.retries += 1
+                delay = delays[number - 1]
                 logger.info(
-                    "%s: %s could not get its locks in time (attempt %d/%d); retrying in %.1f s",
+                    "%s: %s could not get its locks in time (attempt %d/%d); retrying in %.2f s",
                     self.plan.table,
                     what,
                     number,
-                    self.attempts,
+                    total,
                     delay,
                 )
                 time.sleep(delay)
-                delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def transaction(self, work: Callable[[Connection], T], what: str) -> T:
         """``work`` in one short transaction under ``lock_timeout``, retried."""
 
         def attempt() -> T:
-            with self.engine.connect() as connection, connection.begin():
-                self.strategy.set_lock_timeout(connection, self.lock_timeout, local=True)
-                return work(connection)
+            with self.engine.connect() as connection:
+                try:
+                    with connection.begin():
+                        self.strategy.set_lock_timeout(connection, self.lock_timeout, local=True)
+                        return work(connection)
+                finally:
+                    self._release(connection)
 
         return self._retrying(attempt, what)
 
@@ -115,8 +121,19 @@ class OnlineRun:
         """
         with self.engine.connect() as connection:
             connection = connection.execution_options(isolation_level="AUTOCOMMIT")
-            self.strategy.set_lock_timeout(connection, 0, local=False)
-            connection.execute(sa.text(sql), params or {})
+            try:
+                self.strategy.set_lock_timeout(connection, 0, local=False)
+                connection.execute(sa.text(sql), params or {})
+            finally:
+                self._release(connection)
+
+    def _release(self, connection: Connection) -> None:
+        # The connection goes back to the application's pool: no setting of ours
+        # may stay on it (a connection that broke is discarded by the pool anyway).
+        if connection.invalidated:
+            return
+        with contextlib.suppress(sa.exc.DBAPIError):
+            self.strategy.release(connection)
 
     def pause(self) -> None:
         """Sleep ``batch_pause`` seconds between backfill batches."""
@@ -144,6 +161,7 @@ def online_strategy(engine: Engine | Connection) -> OnlineStrategy:
     if strategy is None:
         raise MigrationRefusedError(
             f"cannot migrate online on {database.label}: the online mode needs PostgreSQL"
+            " or MariaDB"
             + (
                 " (SQLite lets one writer in at a time: use the offline mode)"
                 if database.label == "SQLite"

@@ -124,6 +124,15 @@ class OnlineStrategy(ABC):
     def set_lock_timeout(self, connection: Connection, seconds: float, local: bool) -> None:
         """Make lock waits of this transaction (``local``) or session give up after ``seconds``."""
 
+    def retry_delays(self, attempts: int) -> list[float]:
+        """Seconds to sleep before each retry of a step that met a lock timeout
+        (``attempts`` from the options): exponential backoff from 0.1 s to 5 s."""
+        return [min(0.1 * 2**n, 5.0) for n in range(max(attempts - 1, 0))]
+
+    def release(self, connection: Connection) -> None:  # noqa: B027 - optional hook
+        """Undo the session settings :meth:`set_lock_timeout` made, before the
+        connection returns to the application's pool (nothing by default)."""
+
     @abstractmethod
     def is_lock_timeout(self, error: BaseException) -> bool:
         """Whether ``error`` is a lock wait that gave up (the step is retried)."""

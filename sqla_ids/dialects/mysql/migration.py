@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.mysql.online import MariaDBOnline
 from sqla_ids.migration import analysis, state, strategies
 from sqla_ids.migration.dialect import MigrationDialect
 from sqla_ids.migration.mapping import RawType
@@ -718,3 +719,9 @@ class MySQLMigration(MigrationDialect):
     column_definitions = staticmethod(column_definitions)
     preserved_columns = staticmethod(preserved_columns)
     next_old_key = staticmethod(next_old_key)
+
+
+class MariaDBMigration(MySQLMigration):
+    """MariaDB: MySQL's migration plus the online mode (:mod:`.online`)."""
+
+    online: ClassVar[strategies.OnlineStrategy | None] = MariaDBOnline()

@@ -31,7 +31,6 @@ statement that takes no blocking lock at all:
 
 from __future__ import annotations
 
-import hashlib
 from functools import partial
 from typing import Any
 
@@ -41,6 +40,11 @@ from sqlalchemy.engine import Connection
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import mapping
 from sqla_ids.migration.model import OLD_COLUMN_COMMENT, PkMigrationPlan, Reference
+from sqla_ids.migration.online_names import Sides as _Sides
+from sqla_ids.migration.online_names import child_old as _child_old
+from sqla_ids.migration.online_names import object_name as _name
+from sqla_ids.migration.online_names import rebuilt as _rebuilt
+from sqla_ids.migration.online_names import references as _refs
 from sqla_ids.migration.strategies import OnlineContext, OnlineStrategy
 
 # The trigger functions' bodies are dollar-quoted with this tag; names inside
@@ -61,58 +65,6 @@ def _tag(*names: str) -> str:
     while any(tag in name for name in names):
         tag += "_"
     return f"${tag}$"
-
-
-def _suffix(plan: PkMigrationPlan) -> str:
-    """Short, stable suffix of this migration's object names (several may coexist)."""
-    return hashlib.sha1(plan.table.encode()).hexdigest()[:8]
-
-
-def _name(plan: PkMigrationPlan, kind: str, n: int) -> str:
-    """``sqla_ids_<kind>_<hash>_<n>``: names of the objects the online mode creates."""
-    return f"sqla_ids_{kind}_{_suffix(plan)}_{n}"
-
-
-def _refs(plan: PkMigrationPlan) -> list[tuple[int, Reference]]:
-    """The references and their position among the plan's targets (temp column number)."""
-    targets = plan.targets()
-    return [(targets.index((r.table, r.column)), r) for r in plan.references if r.via is None]
-
-
-def _child_old(plan: PkMigrationPlan, n: int, ref: Reference) -> str:
-    """Where a child's old values stay between the swap and the contract."""
-    return f"{ref.column}_old" if plan.keep_child_old_columns else f"sqla_ids_old_{n}"
-
-
-class _Sides:
-    """Which columns play which part, upgrading (``up``) or undoing the swap.
-
-    ``new``: the column that takes the original name and role; ``parked``:
-    the name the column currently in that role moves to.
-    """
-
-    def __init__(self, plan: PkMigrationPlan, up: bool) -> None:
-        self.plan, self.up = plan, up
-        key_tmp = plan.temp_column(plan.table, plan.column)
-        self.key_new = key_tmp if up else plan.old_column
-        self.key_parked = plan.old_column if up else key_tmp
-
-    def child_new(self, n: int, ref: Reference) -> str:
-        tmp = self.plan.temp_column(ref.table, ref.column)
-        return tmp if self.up else _child_old(self.plan, n, ref)
-
-    def child_parked(self, n: int, ref: Reference) -> str:
-        tmp = self.plan.temp_column(ref.table, ref.column)
-        return _child_old(self.plan, n, ref) if self.up else tmp
-
-    def new_column(self, table: str, column: str) -> str:
-        """The column that will replace ``table.column`` (in an index being rebuilt)."""
-        if (table, column) == (self.plan.table, self.plan.column):
-            return self.key_new
-        for n, ref in _refs(self.plan):
-            if (ref.table, ref.column) == (table, column):
-                return self.child_new(n, ref)
-        return column
 
 
 def _pk_columns(connection: Connection, table: str) -> list[str]:
@@ -529,9 +481,7 @@ class PostgreSQLOnline(OnlineStrategy):
         plan = ctx.plan
         self._index(ctx, plan.table, [sides.key_new], _name(plan, "key", 0), unique=True)
         self._not_null(ctx, plan.table, sides.key_new, _name(plan, "nn", 0))
-        for number, dep in enumerate(plan.dependents):
-            if dep.kind == "primary":
-                continue
+        for number, dep in _rebuilt(plan):
             cols = [sides.new_column(dep.table, c) for c in dep.columns]
             self._index(ctx, dep.table, cols, _name(plan, "ix", number), dep.kind == "unique")
         for n, ref in _refs(plan):
@@ -668,9 +618,7 @@ class PostgreSQLOnline(OnlineStrategy):
                     f"ALTER TABLE {q(ref.table)} DROP CONSTRAINT {q(ref.constraint)}"
                 )
         owners: dict[str, str] = {}
-        for dep in plan.dependents:
-            if dep.kind == "primary":
-                continue
+        for _, dep in _rebuilt(plan):
             owner = connection.execute(
                 sa.text(
                     "SELECT conname FROM pg_constraint WHERE conindid = to_regclass(:i)"
@@ -719,9 +667,7 @@ class PostgreSQLOnline(OnlineStrategy):
                     f"ALTER TABLE {c} RENAME CONSTRAINT {q(_name(plan, 'fk', n))}"
                     f" TO {q(ref.constraint)}"
                 )
-        for number, dep in enumerate(plan.dependents):
-            if dep.kind == "primary":
-                continue
+        for number, dep in _rebuilt(plan):
             connection.exec_driver_sql(
                 f"ALTER INDEX {q(_name(plan, 'ix', number))} RENAME TO {q(dep.name)}"
             )

@@ -1,0 +1,352 @@
+"""Online key migration on a real MariaDB while an application keeps writing.
+
+The same application as on PostgreSQL (tests/online_app.py): inserts, children
+moved to other parents, old keys changed (ON UPDATE CASCADE), parents deleted
+(ON DELETE CASCADE / SET NULL: MariaDB fires no trigger for those), in every
+phase; then every relationship is checked under the new keys, with the
+names, comments and indexes the tables had.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from online_app import SHOPS, Writer, check_relations
+from sqlalchemy.engine import Engine
+
+from sqla_ids.errors import MigrationRefusedError
+from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
+from sqla_ids.migration import online as online_module
+from sqla_ids.migration.state import steps
+
+SHOPS_SQL = "`shop s`"
+
+
+def _schema(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE `shop s` (id BIGINT AUTO_INCREMENT PRIMARY KEY COMMENT 'the shop''s key',"
+            " name VARCHAR(40) NOT NULL UNIQUE, note TEXT,"
+            " touched TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)"
+            " ON UPDATE CURRENT_TIMESTAMP(6))"
+        )
+        conn.exec_driver_sql(
+            "CREATE TABLE item (id BIGINT AUTO_INCREMENT PRIMARY KEY,"
+            " shop_id BIGINT NOT NULL COMMENT 'whose item',"
+            " label VARCHAR(40) NOT NULL UNIQUE, KEY item_shop (shop_id, label),"
+            " CONSTRAINT `item's shop` FOREIGN KEY (shop_id) REFERENCES `shop s` (id)"
+            " ON DELETE CASCADE ON UPDATE CASCADE)"
+        )
+        conn.exec_driver_sql(
+            "CREATE TABLE review (id BIGINT AUTO_INCREMENT PRIMARY KEY, shop_id BIGINT,"
+            " body VARCHAR(40) NOT NULL UNIQUE, CONSTRAINT review_shop FOREIGN KEY (shop_id)"
+            " REFERENCES `shop s` (id) ON DELETE SET NULL ON UPDATE CASCADE)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO `shop s` (name, touched) SELECT CONCAT('s', seq), '2020-01-02 03:04:05'"
+            f" FROM seq_1_to_{SHOPS}"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO item (shop_id, label) SELECT 1 + MOD(seq, 300), CONCAT('i', seq)"
+            " FROM seq_1_to_2000"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO review (shop_id, body) SELECT 1 + MOD(seq, 300), CONCAT('r', seq)"
+            " FROM seq_1_to_1000"
+        )
+
+
+@pytest.fixture
+def mdb(mariadb_private_engine: Engine) -> Engine:
+    _schema(mariadb_private_engine)
+    return mariadb_private_engine
+
+
+def _writer(engine: Engine, key_updates: bool) -> Writer:
+    return Writer(engine, key_updates, shops=SHOPS_SQL)
+
+
+def _check(engine: Engine, writer: Writer) -> None:
+    """Every relationship holds under the new keys, which are MariaDB UUIDs."""
+    check_relations(engine, writer)
+    with engine.connect() as conn:
+        types = dict(
+            conn.exec_driver_sql(
+                "SELECT CONCAT(TABLE_NAME, '.', COLUMN_NAME), DATA_TYPE FROM"
+                " information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+                " AND COLUMN_NAME IN ('id', 'shop_id')"
+            ).all()
+        )
+    assert types["shop s.id"] == "uuid" and types["item.shop_id"] == "uuid"
+    assert types["review.shop_id"] == "uuid"
+
+
+def _migrate(engine: Engine, phase: str, **options: Any) -> None:
+    with engine.connect() as conn:
+        migrate_pk_to_uuid7(
+            conn,
+            "shop s",
+            PkMigrationOptions(online=True, batch_size=97, **options),
+            phase=phase,  # type: ignore[arg-type]
+        )
+
+
+def _run_with_writer(engine: Engine, key_updates: bool, *phases: str) -> Writer:
+    writer = _writer(engine, key_updates)
+    writer.start()
+    try:
+        time.sleep(0.2)
+        for phase in phases:
+            if phase == "swap":
+                writer.key_updates = False  # after the swap the key is a UUID
+            _migrate(engine, phase)
+            time.sleep(0.2)
+    finally:
+        writer.stop.set()
+        writer.join()
+    return writer
+
+
+def test_every_phase_with_the_application_writing(mdb: Engine) -> None:
+    with mdb.connect() as conn:
+        before = dict(conn.exec_driver_sql("SELECT name, touched FROM `shop s`").all())
+    writer = _run_with_writer(mdb, True, "prepare", "swap", "contract")
+    _check(mdb, writer)
+    with mdb.connect() as conn:
+        assert steps(conn)["shop s"] == "done"
+        create = conn.exec_driver_sql("SHOW CREATE TABLE item").one()[1]
+        assert "`shop_id` uuid NOT NULL COMMENT 'whose item'" in create
+        assert "KEY `item_shop` (`shop_id`,`label`)" in create
+        assert (
+            "CONSTRAINT `item's shop` FOREIGN KEY (`shop_id`) REFERENCES `shop s` (`id`)" in create
+        )
+        assert "sqla_ids" not in create
+        shops = conn.exec_driver_sql("SHOW CREATE TABLE `shop s`").one()[1]
+        assert "`id` uuid NOT NULL DEFAULT" in shops and "COMMENT 'the shop''s key'" in shops
+        assert "PRIMARY KEY (`id`)" in shops
+        review = conn.exec_driver_sql("SHOW CREATE TABLE review").one()[1]
+        assert "`shop_id` uuid DEFAULT NULL" in review
+        # ON UPDATE CURRENT_TIMESTAMP columns kept their values through every write.
+        after = dict(conn.exec_driver_sql("SELECT name, touched FROM `shop s`").all())
+        for name, touched in before.items():
+            if name in after and name not in writer.rekeyed and after[name] != touched:
+                pytest.fail(f"{name}: touched changed from {touched} to {after[name]}")
+        triggers = (
+            conn.exec_driver_sql(
+                "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS"
+                " WHERE TRIGGER_SCHEMA = DATABASE()"
+            )
+            .scalars()
+            .all()
+        )
+        assert triggers == ["shop s_id_uuid7"]
+        # New rows get their key from the server; the old key keeps numbering.
+        conn.exec_driver_sql("INSERT INTO `shop s` (name) VALUES ('after')")
+        new = conn.exec_driver_sql(
+            "SELECT CAST(id AS CHAR), id_old FROM `shop s` WHERE name = 'after'"
+        ).one()
+        assert new[0][14] == "7" and new[1] is not None
+        conn.commit()
+
+
+def test_what_it_cannot_do_is_refused_before_anything_changes(mdb: Engine) -> None:
+    with mdb.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE legacy (id INT PRIMARY KEY, v INT) ENGINE=MyISAM")
+        conn.exec_driver_sql("INSERT INTO legacy VALUES (1, 1)")
+    with (
+        pytest.raises(MigrationRefusedError, match="legacy is not an InnoDB table"),
+        mdb.connect() as conn,
+    ):
+        migrate_pk_to_uuid7(conn, "legacy", PkMigrationOptions(online=True))
+    with mdb.connect() as conn:
+        assert "legacy" not in steps(conn)
+        columns = conn.exec_driver_sql("SHOW COLUMNS FROM legacy").scalars().all()
+        assert columns == ["id", "v"]
+
+
+def test_killed_during_backfill_then_resumed(mdb: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"n": 0}
+    original = online_module.OnlineRun.pause
+
+    def crash(self: online_module.OnlineRun) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt("killed")
+        original(self)
+
+    monkeypatch.setattr(online_module.OnlineRun, "pause", crash)
+    with pytest.raises(KeyboardInterrupt), mdb.connect() as conn:
+        migrate_pk_to_uuid7(conn, "shop s", PkMigrationOptions(online=True, batch_size=100))
+    with mdb.connect() as conn:
+        assert steps(conn)["shop s"] == "online:expanded"
+        half = conn.exec_driver_sql(
+            "SELECT COUNT(*) FROM `shop s` WHERE sqla_ids_tmp_0 IS NOT NULL"
+        ).scalar_one()
+        assert 0 < half < SHOPS
+    monkeypatch.setattr(online_module.OnlineRun, "pause", original)
+    writer = _run_with_writer(mdb, False, "all")
+    _check(mdb, writer)
+    with mdb.connect() as conn:
+        keys = conn.execute(
+            sa.text("SELECT CAST(id AS CHAR) FROM `shop s` WHERE id_old <= :n ORDER BY id_old"),
+            {"n": SHOPS},
+        ).scalars()
+        seeded = list(keys)
+        assert seeded == sorted(seeded)  # backfilled keys follow the old key order
+
+
+def test_swap_waits_for_the_application_then_retries(
+    mdb: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    _migrate(mdb, "prepare")
+    blocker = mdb.connect()
+    blocker.begin()
+    blocker.exec_driver_sql("SELECT COUNT(*) FROM item").all()  # holds item's metadata lock
+
+    def release() -> None:
+        time.sleep(1.0)
+        blocker.rollback()
+        blocker.close()
+
+    thread = threading.Thread(target=release)
+    thread.start()
+    started = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="alembic.sqla_ids"), mdb.connect() as conn:
+        migrate_pk_to_uuid7(conn, "shop s", PkMigrationOptions(online=True), phase="swap")
+    thread.join()
+    assert time.monotonic() - started >= 1.0
+    assert "swap could not get its locks in time (attempt 1/" in caplog.text
+    with mdb.connect() as conn:
+        assert steps(conn)["shop s"] == "online:swapped"
+
+
+def test_swap_holds_the_tables_while_a_statement_waits_for_a_lock(
+    mdb: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement of the swap failing on a metadata lock after the tables are
+    locked (InnoDB's purge thread holds one at times) is retried under the
+    lock: the application never sees half a swap (a child's new column renamed
+    while its parent's is not, or no trigger)."""
+    import pymysql
+
+    from sqla_ids.dialects.mysql import online as mysql_online
+
+    _migrate(mdb, "prepare")
+    original = mysql_online.execute_sql
+    failed: list[str] = []
+
+    def flaky(connection: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
+        if sql.startswith("ALTER TABLE review RENAME COLUMN") and not failed:
+            failed.append(sql)
+            time.sleep(0.3)  # the application queues behind the locked tables
+            raise sa.exc.OperationalError(
+                sql, {}, pymysql.err.OperationalError(1205, "Lock wait timeout exceeded")
+            )
+        return original(connection, sql, *args, **kwargs)
+
+    monkeypatch.setattr(mysql_online, "execute_sql", flaky)
+    writer = _writer(mdb, key_updates=False)
+    writer.start()
+    try:
+        time.sleep(0.2)
+        _migrate(mdb, "swap")
+        time.sleep(0.3)
+    finally:
+        writer.stop.set()
+        writer.join()
+    assert failed  # the parent and item were swapped, review not yet, when it failed
+    _check(mdb, writer)
+    _migrate(mdb, "contract")  # its check: every row written meanwhile is mapped
+    with mdb.connect() as conn:
+        assert steps(conn).get("shop s") in (None, "done")
+
+
+def test_swap_gives_up_cleanly_when_locks_never_come(mdb: Engine) -> None:
+    _migrate(mdb, "prepare")
+    with mdb.connect() as blocker, blocker.begin():
+        blocker.exec_driver_sql("SELECT COUNT(*) FROM review").all()
+        with (
+            pytest.raises(online_module.LockTimeoutError, match="changed nothing"),
+            mdb.connect() as conn,
+        ):
+            migrate_pk_to_uuid7(
+                conn, "shop s", PkMigrationOptions(online=True, swap_attempts=1), phase="swap"
+            )
+    with mdb.connect() as conn:
+        assert steps(conn)["shop s"] == "online:prepared"
+        create = conn.exec_driver_sql("SHOW CREATE TABLE review").one()[1]
+        assert "`shop_id` bigint(20) DEFAULT NULL" in create
+    writer = _run_with_writer(mdb, False, "all")  # and it finishes when run again
+    _check(mdb, writer)
+
+
+def test_abort_before_the_swap_puts_everything_back(mdb: Engine) -> None:
+    from dbsnapshot import rows, schema
+
+    with mdb.connect() as conn:
+        before = (schema(conn), rows(conn))
+        conn.commit()
+    _migrate(mdb, "prepare")
+    with mdb.connect() as conn:
+        restore_pk_from_uuid7(conn, "shop s")
+        assert sorted(set(schema(conn)) ^ set(before[0])) == []
+        assert rows(conn) == before[1]
+        assert "shop s" not in steps(conn)
+
+
+def test_online_downgrade_after_the_swap_with_the_application_writing(mdb: Engine) -> None:
+    from dbsnapshot import rows, schema
+
+    with mdb.connect() as conn:
+        before = schema(conn)
+        seed = rows(conn)
+        conn.commit()
+    first = _run_with_writer(mdb, False, "prepare", "swap")
+    _check(mdb, first)
+    writer = Writer(mdb, key_updates=False, prefix="down", shops=SHOPS_SQL)
+    writer.deleted |= first.deleted  # the same application: it knows what it deleted
+    writer.start()
+    try:
+        time.sleep(0.2)
+        with mdb.connect() as conn:
+            restore_pk_from_uuid7(conn, "shop s")
+        time.sleep(0.2)
+    finally:
+        writer.stop.set()
+        writer.join()
+    assert writer.failures == []
+    with mdb.connect() as conn:
+        assert "shop s" not in steps(conn)
+        after = schema(conn)
+        orphans = conn.exec_driver_sql(
+            "SELECT COUNT(*) FROM item i WHERE NOT EXISTS (SELECT 1 FROM `shop s` s"
+            " WHERE s.id = i.shop_id)"
+        ).scalar_one()
+        assert orphans == 0
+        for label, shop in writer.item_shop.items():
+            if shop not in writer.deleted:
+                found = conn.execute(
+                    sa.text(
+                        "SELECT s.name FROM item i JOIN `shop s` s ON s.id = i.shop_id"
+                        " WHERE i.label = :l"
+                    ),
+                    {"l": label},
+                ).scalar()
+                assert found == shop, label
+        # Seed rows nobody touched are back byte for byte, keys included.
+        now = rows(conn)
+    # The same tables, columns, keys, comments (counters moved on: the application wrote).
+    counters = re.compile(r" AUTO_INCREMENT=\d+")
+    assert [counters.sub("", line) for line in after] == [counters.sub("", line) for line in before]
+    # Every seed shop still there has its old key, name and timestamp, byte for byte.
+    gone = first.deleted | writer.deleted
+    kept = [row for row in seed["shop s"] if row[1].strip("'") not in gone]
+    assert len(kept) >= SHOPS // 2
+    current = {row[1]: row for row in now["shop s"]}
+    assert [(row, current.get(row[1])) for row in kept if row not in now["shop s"]][:3] == []
