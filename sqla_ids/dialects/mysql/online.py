@@ -291,8 +291,14 @@ class MariaDBOnline(OnlineStrategy):
     # --- expand --------------------------------------------------------------------
 
     def expand(self, connection: Connection, plan: PkMigrationPlan) -> None:
-        """Mapping table, new columns and sync triggers (each statement idempotent:
-        MariaDB's DDL commits on its own, so a re-run continues)."""
+        """Mapping table, new columns and sync triggers.
+
+        MariaDB's DDL commits on its own, and each statement needs an instant
+        when no application transaction holds its tables (it does not wait):
+        a retried expand skips, by the catalog, what an earlier attempt did --
+        ``IF NOT EXISTS`` alone would still take the locks -- so that every
+        attempt makes progress.
+        """
         from sqla_ids.dialects.mysql.migration import uuid_type_sql
         from sqla_ids.types.server_functions import install_uuid7_function
 
@@ -300,6 +306,8 @@ class MariaDBOnline(OnlineStrategy):
         mapping.mapping_table(plan).create(connection, checkfirst=True)
         uuid_sql = uuid_type_sql(connection)
         for table, column in plan.targets():
+            if plan.temp_column(table, column) in _columns(connection, table):
+                continue
             definition = plan.column_definition(table, column)
             comment = (
                 f" COMMENT {literal(connection, definition.comment)}"
@@ -416,9 +424,10 @@ class MariaDBOnline(OnlineStrategy):
                 order[" ".join(t[2:])],
             ),
         )
+        existing = _triggers(connection) if forward else set()
         for name, table, timing, event in names:
             body = lines.get((table, timing, event))
-            if not body:
+            if not body or name in existing:
                 continue
             execute_sql(
                 connection,
