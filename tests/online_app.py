@@ -147,3 +147,45 @@ def check_relations(engine: Engine, writer: Writer) -> None:
             assert items[label] == shop, label
     for body, shop in writer.review_shop.items():
         assert reviews[body] == (None if shop in writer.deleted else shop)
+
+
+class Flood:
+    """An application inserting children faster than a backfill batch takes:
+    ``per_pause`` new items (of shop ``s5``) committed in every pause between
+    two backfill batches. A backfill that walks on to the table's end chases
+    them for ever; ``limit`` pauses end such a run with an assertion."""
+
+    def __init__(self, engine: Engine, per_pause: int, shops: str, limit: int = 300) -> None:
+        self.engine = engine
+        self.per_pause = per_pause
+        self.shops = shops
+        self.limit = limit
+        self.pauses = 0
+        self.labels: list[str] = []
+
+    def pause(self) -> None:
+        self.pauses += 1
+        assert self.pauses <= self.limit, "the backfill chases the application's inserts"
+        rows = [{"l": f"flood{len(self.labels) + k}"} for k in range(self.per_pause)]
+        with self.engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "INSERT INTO item (shop_id, label) VALUES"
+                    f" ((SELECT id FROM {self.shops} WHERE name = 's5'), :l)"
+                ),
+                rows,
+            )
+        self.labels.extend(row["l"] for row in rows)
+
+    def check(self) -> None:
+        """Every flood item points at ``s5`` under the new keys."""
+        with self.engine.connect() as conn:
+            shops = dict(
+                conn.execute(
+                    sa.text(
+                        f"SELECT i.label, s.name FROM item i JOIN {self.shops} s"
+                        " ON s.id = i.shop_id WHERE i.label LIKE 'flood%'"
+                    )
+                ).all()
+            )
+        assert shops == dict.fromkeys(self.labels, "s5")

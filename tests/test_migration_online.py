@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from online_app import SHOPS, Writer, check_relations
+from online_app import SHOPS, Flood, Writer, check_relations
 from sqlalchemy.engine import Engine
 
 from sqla_ids.errors import MigrationRefusedError
@@ -177,6 +177,19 @@ def test_killed_during_backfill_then_resumed(pg: Engine, monkeypatch: pytest.Mon
         keys = [r[0] for r in conn.exec_driver_sql('SELECT id FROM "shop s" ORDER BY id_old')]
         seeded = keys[: SHOPS // 2]
         assert seeded == sorted(seeded)  # backfilled keys follow the old key order
+
+
+def test_backfill_ends_while_the_application_inserts_faster_than_it(
+    pg: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each pause between two batches brings more new children than a batch
+    # takes: the child backfill must stop at the rows there were when it began.
+    flood = Flood(pg, per_pause=98, shops='"shop s"')
+    monkeypatch.setattr(online_module.OnlineRun, "pause", flood.pause)
+    with pg.connect() as conn:
+        migrate_pk_to_uuid7(conn, "shop s", PkMigrationOptions(online=True, batch_size=97))
+    assert flood.pauses < 80  # about 2,400 items, 1,000 reviews, 300 shops by 97
+    flood.check()
 
 
 def test_swap_waits_for_locks_then_retries(pg: Engine, caplog: pytest.LogCaptureFixture) -> None:

@@ -677,14 +677,17 @@ class MariaDBOnline(OnlineStrategy):
 
         def setup(connection: Connection) -> None:
             info["pk"] = _pk_column(connection, ref.table)[0]
-            info["total"] = int(
-                connection.exec_driver_sql(
-                    f"SELECT COUNT(*) FROM {_q(connection, ref.table)}"
-                ).scalar_one()
-            )
+            # Each sweep ends at the rows there are when it starts: rows
+            # inserted later take their new reference from the trigger. Walking
+            # on to the end would chase the application's inserts for as long
+            # as they arrive faster than a batch takes.
+            c, pk = _q(connection, ref.table), _q(connection, info["pk"])
+            info["total"], info["high"] = connection.exec_driver_sql(
+                f"SELECT COUNT(*), MAX({pk}) FROM {c}"
+            ).one()
 
         ctx.transaction(setup, "backfill")
-        progress = ctx.progress(f"{ref.table}.{ref.column} new references", info["total"])
+        progress = ctx.progress(f"{ref.table}.{ref.column} new references", int(info["total"]))
 
         def batch(connection: Connection, *, after: Any) -> Any:
             c, p = _q(connection, ref.table), _q(connection, plan.table)
@@ -695,10 +698,10 @@ class MariaDBOnline(OnlineStrategy):
             low = f"r.{pk} > :after AND " if after is not None else ""
             upto = connection.execute(
                 sa.text(
-                    f"SELECT MAX(k) FROM (SELECT r.{pk} AS k FROM {c} r WHERE {low}1 = 1"
+                    f"SELECT MAX(k) FROM (SELECT r.{pk} AS k FROM {c} r WHERE {low}r.{pk} <= :high"
                     " ORDER BY k LIMIT :n) b"
                 ),
-                {"after": after, "n": plan.batch_size},
+                {"after": after, "high": info["high"], "n": plan.batch_size},
             ).scalar()
             if upto is None:
                 return None
@@ -757,9 +760,11 @@ class MariaDBOnline(OnlineStrategy):
                 ).scalar_one()
             )
 
-        for _sweep in range(_SWEEPS):  # further sweeps: rows whose parent's key moved
+        for sweep in range(_SWEEPS):  # further sweeps: rows whose parent's key moved
+            if sweep:
+                ctx.transaction(setup, "backfill")
             after = None
-            while True:
+            while info["high"] is not None:
                 last = ctx.transaction(partial(batch, after=after), "backfill")
                 if last is None:
                     break
