@@ -20,7 +20,8 @@ must before the swap (docs/migration.md, "The deploy sequence"). Run::
 
     python benchmarks/online_migration.py                      # 1M parents, 2M + 2M children
     python benchmarks/online_migration.py --parents 200000 --children 400000
-    python benchmarks/online_migration.py --url mysql+pymysql://root@127.0.0.1:3306/test
+    python benchmarks/online_migration.py --url mysql+pymysql://root@127.0.0.1:3306/test \
+        --metadata-lock-wait 1
     python benchmarks/online_migration.py --quick
 """
 
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import math
 import multiprocessing
 import random
 import secrets
@@ -43,6 +46,9 @@ from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_
 from sqla_ids.tools.report import format_table
 
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+SLOW = 0.2
+"""Application statements slower than this (seconds) are matched to the migration
+step running at the time (the migration logs each step's time at DEBUG)."""
 
 
 class Database:
@@ -233,6 +239,7 @@ def _writer(
     rng = random.Random(11)
     shop_of = "SELECT id FROM parent WHERE name = :p"
     latencies: list[float] = []
+    slow: list[tuple[float, float, str]] = []  # (wall-clock start, seconds, who)
     failures: list[str] = []
     child_parent: dict[str, str] = {}
     gone = set(deleted)  # the same application: it knows what it deleted before
@@ -290,11 +297,14 @@ def _writer(
             except sa.exc.DBAPIError as error:
                 failures.append(f"{n}: {str(error.orig).splitlines()[0]}")
             latencies.append(time.perf_counter() - started)
+            if latencies[-1] > SLOW:
+                slow.append((time.time() - latencies[-1], latencies[-1], f"writer {action}"))
             time.sleep(0.002)
     Path(out).write_text(
         json.dumps(
             {
                 "latencies": latencies,
+                "slow": slow,
                 "failures": failures,
                 "child_parent": child_parent,
                 "deleted": sorted(gone),
@@ -308,6 +318,7 @@ def _reader(db: Database, url: str, parents: int, stop: Any, out: str, prepared:
     engine = db.app_engine(url, prepared)
     rng = random.Random(13)
     latencies: list[float] = []
+    slow: list[tuple[float, float, str]] = []
     failures: list[str] = []
     with engine.connect() as conn:
         while not stop.is_set():
@@ -329,8 +340,10 @@ def _reader(db: Database, url: str, parents: int, stop: Any, out: str, prepared:
             except sa.exc.DBAPIError as error:
                 failures.append(str(error.orig).splitlines()[0])
             latencies.append(time.perf_counter() - started)
+            if latencies[-1] > SLOW:
+                slow.append((time.time() - latencies[-1], latencies[-1], "reader"))
             time.sleep(0.005)
-    Path(out).write_text(json.dumps({"latencies": latencies, "failures": failures}))
+    Path(out).write_text(json.dumps({"latencies": latencies, "slow": slow, "failures": failures}))
 
 
 # --- the three ways ---------------------------------------------------------------------
@@ -358,6 +371,11 @@ def _under_load(
     reader = ctx.Process(
         target=_reader, args=(db, url, parents, stop, str(folder / "r.json"), prepared)
     )
+    steps = _StepLog()
+    migration_log = logging.getLogger("alembic.sqla_ids.migration")
+    level = migration_log.level
+    migration_log.setLevel(logging.DEBUG)
+    migration_log.addHandler(steps)
     writer.start()
     reader.start()
     time.sleep(1.0)
@@ -366,13 +384,50 @@ def _under_load(
         step()
     finally:
         seconds = time.perf_counter() - started
+        migration_log.removeHandler(steps)
+        migration_log.setLevel(level)
         time.sleep(1.0)
         stop.set()
         writer.join()
         reader.join()
     w = json.loads((folder / "w.json").read_text())
     r = json.loads((folder / "r.json").read_text())
+    w["steps"] = steps.steps
     return seconds, w, r
+
+
+class _StepLog(logging.Handler):
+    """The migration's steps as (start, end, what), from its DEBUG records."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.steps: list[tuple[float, float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == "%s: %s took %.3f s" and isinstance(record.args, tuple):
+            _table, what, took = record.args
+            self.steps.append((record.created - float(took), record.created, str(what)))
+
+
+def _during(steps: list[tuple[float, float, str]], start: float, took: float) -> str:
+    """The migration step that overlapped a statement most, or the one before it."""
+    end = start + took
+    # By step, not by name: many steps share one ("backfill" for every batch).
+    overlaps = [(min(end, e) - max(start, b), what) for b, e, what in steps]
+    best = max(overlaps, default=None)
+    if best is not None and best[0] > 0:
+        return best[1]
+    before = [what for b, e, what in steps if e <= start]
+    return f"after {before[-1]}" if before else "before the first step"
+
+
+def _blamed(w: dict[str, Any], r: dict[str, Any]) -> list[str]:
+    """The slowest application statements (up to 5), each with its migration step."""
+    slow = sorted(w["slow"] + r["slow"], key=lambda s: -s[1])[:5]
+    return [
+        f"{took * 1000:.0f} ms: {_during(w['steps'], start, took)} [{who}]"
+        for start, took, who in slow
+    ]
 
 
 def _summary(seconds: float, w: dict[str, Any], r: dict[str, Any], check: str) -> dict[str, Any]:
@@ -383,6 +438,7 @@ def _summary(seconds: float, w: dict[str, Any], r: dict[str, Any], check: str) -
         "per_second": len(latencies) / (seconds + 2.0),
         "writes_per_second": len(w["latencies"]) / (seconds + 2.0),
         "max_ms": max(latencies) * 1000,
+        "max_during": _blamed(w, r),
         "p99_ms": statistics.quantiles(latencies, n=100)[98] * 1000,
         "failed": w["failures"] + r["failures"],
         "check": check,
@@ -397,12 +453,15 @@ def _online(
     children: int,
     batch: int,
     prepared: bool,
+    metadata_lock_wait: float,
 ) -> dict[str, Any]:
+    options = PkMigrationOptions(
+        online=True, batch_size=batch, metadata_lock_wait=metadata_lock_wait
+    )
+
     def up() -> None:
         with engine.connect() as conn:
-            migrate_pk_to_uuid7(
-                conn, "parent", PkMigrationOptions(online=True, batch_size=batch), phase="swap"
-            )
+            migrate_pk_to_uuid7(conn, "parent", options, phase="swap")
 
     def down() -> None:
         with engine.connect() as conn:
@@ -481,21 +540,27 @@ def _baseline(db: Database, engine: sa.Engine) -> float:
 
 def _report(db: Database, args: argparse.Namespace, results: dict[str, Any]) -> None:
     up, down = results["online"]["up"], results["online"]["down"]
-    off, hand = results["offline"]["seconds"], results["baseline"]["seconds"]
+    # --online-only: no offline or hand-written run to compare with.
+    off = results.get("offline", {}).get("seconds", math.nan)
+    hand = results.get("baseline", {}).get("seconds", math.nan)
     title = (
         f"{db.name}, parent {args.parents:,} rows, child_a and child_b {args.children:,} rows"
         f" each, batch {args.batch_size:,}"
+        + (f", metadata_lock_wait {args.metadata_lock_wait:g} s" if args.metadata_lock_wait else "")
     )
 
+    def ratio(seconds: float, base: float) -> str:
+        return "-" if math.isnan(base) else f"{seconds / base:.2f}x"
+
     def row(label: str, seconds: float) -> list[str]:
-        return [label, f"{seconds:.1f}", f"{seconds / off:.2f}x", f"{seconds / hand:.2f}x"]
+        return [label, f"{seconds:.1f}", ratio(seconds, off), ratio(seconds, hand)]
 
     rows = [
         row("online, expand -> swap (app running)", up["seconds"]),
         row("online downgrade (app running)", down["seconds"]),
-        row("offline (writes paused)", off),
-        row("hand-written SQL (writes paused)", hand),
     ]
+    if not args.online_only:
+        rows += [row("offline (writes paused)", off), row("hand-written SQL (writes paused)", hand)]
     print(format_table(["mode", "seconds", "vs offline", "vs hand SQL"], rows, title=title))
     print()
 
@@ -503,7 +568,8 @@ def _report(db: Database, args: argparse.Namespace, results: dict[str, Any]) -> 
         failed = f"{len(o['failed'])}" + (f": {o['failed'][:2]}" if o["failed"] else "")
         return [
             f"{o['statements']:,} ({o['per_second']:.0f}/s, writes {o['writes_per_second']:.0f}/s)",
-            f"{o['max_ms']:.0f} ms",
+            f"{o['max_ms']:.0f} ms"
+            + (f" ({o['max_during'][0].split(': ', 1)[1]})" if o["max_during"] else ""),
             f"{o['p99_ms']:.1f} ms",
             failed,
             o["check"],
@@ -529,6 +595,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2,000 parents, 4,000 children")
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
+        "--online-only", action="store_true", help="skip the offline and hand-written runs"
+    )
+    parser.add_argument(
+        "--metadata-lock-wait",
+        type=float,
+        default=0.0,
+        help="MariaDB: seconds an online rebuild may wait for its metadata lock (see"
+        " PkMigrationOptions.metadata_lock_wait); 0 never waits",
+    )
+    parser.add_argument(
         "--prepared",
         action="store_true",
         help="PostgreSQL: let the application use psycopg's server-side prepared statements",
@@ -539,14 +615,21 @@ def main(argv: list[str] | None = None) -> int:
     base = sa.make_url(args.url)
     db = database_for(base)
     results: dict[str, Any] = {}
-    for way in ("online", "offline", "baseline"):
+    for way in ("online",) if args.online_only else ("online", "offline", "baseline"):
         admin, engine, schema = db.scratch(base)
         try:
             db.load(engine, args.parents, args.children)
             if way == "online":
                 url = engine.url.render_as_string(hide_password=False)
                 results[way] = _online(
-                    db, engine, url, args.parents, args.children, args.batch_size, args.prepared
+                    db,
+                    engine,
+                    url,
+                    args.parents,
+                    args.children,
+                    args.batch_size,
+                    args.prepared,
+                    args.metadata_lock_wait,
                 )
             elif way == "offline":
                 results[way] = {"seconds": _offline(engine, args.batch_size)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "BenchmarkError",
     "CommandError",
+    "LockTimeoutError",
     "MigrationRefusedError",
     "MigrationVerificationError",
     "SqlaIdsError",
@@ -29,6 +30,11 @@ class MigrationRefusedError(SqlaIdsError, ValueError):
 
 class MigrationVerificationError(SqlaIdsError):
     """A key migration's verification found a lost row or relationship; work was stopped."""
+
+
+class LockTimeoutError(SqlaIdsError):
+    """An online migration step did not get its locks within ``lock_timeout`` in any
+    of its attempts; it changed nothing, and running the migration again continues."""
 
 
 class BenchmarkError(SqlaIdsError):

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from online_app import SHOPS, Flood, Writer, check_relations
+from online_app import SHOPS, SHOPS_SQL, Flood, Writer, check_relations, mariadb_schema
 from sqlalchemy.engine import Engine
 
 from sqla_ids.errors import MigrationRefusedError
@@ -25,46 +25,10 @@ from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_
 from sqla_ids.migration import online as online_module
 from sqla_ids.migration.state import steps
 
-SHOPS_SQL = "`shop s`"
-
-
-def _schema(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.exec_driver_sql(
-            "CREATE TABLE `shop s` (id BIGINT AUTO_INCREMENT PRIMARY KEY COMMENT 'the shop''s key',"
-            " name VARCHAR(40) NOT NULL UNIQUE, note TEXT,"
-            " touched TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)"
-            " ON UPDATE CURRENT_TIMESTAMP(6))"
-        )
-        conn.exec_driver_sql(
-            "CREATE TABLE item (id BIGINT AUTO_INCREMENT PRIMARY KEY,"
-            " shop_id BIGINT NOT NULL COMMENT 'whose item',"
-            " label VARCHAR(40) NOT NULL UNIQUE, KEY item_shop (shop_id, label),"
-            " CONSTRAINT `item's shop` FOREIGN KEY (shop_id) REFERENCES `shop s` (id)"
-            " ON DELETE CASCADE ON UPDATE CASCADE)"
-        )
-        conn.exec_driver_sql(
-            "CREATE TABLE review (id BIGINT AUTO_INCREMENT PRIMARY KEY, shop_id BIGINT,"
-            " body VARCHAR(40) NOT NULL UNIQUE, CONSTRAINT review_shop FOREIGN KEY (shop_id)"
-            " REFERENCES `shop s` (id) ON DELETE SET NULL ON UPDATE CASCADE)"
-        )
-        conn.exec_driver_sql(
-            "INSERT INTO `shop s` (name, touched) SELECT CONCAT('s', seq), '2020-01-02 03:04:05'"
-            f" FROM seq_1_to_{SHOPS}"
-        )
-        conn.exec_driver_sql(
-            "INSERT INTO item (shop_id, label) SELECT 1 + MOD(seq, 300), CONCAT('i', seq)"
-            " FROM seq_1_to_2000"
-        )
-        conn.exec_driver_sql(
-            "INSERT INTO review (shop_id, body) SELECT 1 + MOD(seq, 300), CONCAT('r', seq)"
-            " FROM seq_1_to_1000"
-        )
-
 
 @pytest.fixture
 def mdb(mariadb_private_engine: Engine) -> Engine:
-    _schema(mariadb_private_engine)
+    mariadb_schema(mariadb_private_engine)
     return mariadb_private_engine
 
 
@@ -255,7 +219,7 @@ def test_swap_holds_the_tables_while_a_statement_waits_for_a_lock(
     failed: list[str] = []
 
     def flaky(connection: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
-        if sql.startswith("ALTER TABLE review RENAME COLUMN") and not failed:
+        if sql.startswith("ALTER TABLE review ") and "RENAME COLUMN" in sql and not failed:
             failed.append(sql)
             time.sleep(0.3)  # the application queues behind the locked tables
             raise sa.exc.OperationalError(
@@ -297,6 +261,57 @@ def test_swap_gives_up_cleanly_when_locks_never_come(mdb: Engine) -> None:
         assert "`shop_id` bigint(20) DEFAULT NULL" in create
     writer = _run_with_writer(mdb, False, "all")  # and it finishes when run again
     _check(mdb, writer)
+
+
+def _transaction_open_at_the_rebuild(
+    mdb: Engine, monkeypatch: pytest.MonkeyPatch, hold: float
+) -> threading.Thread:
+    """An application transaction on ``shop s`` opened right before the parent's
+    primary key moves (an online rebuild), committed ``hold`` seconds later."""
+    from sqla_ids.dialects.mysql.online import MariaDBOnline
+
+    original = MariaDBOnline._move_primary_key
+    opened = threading.Event()
+
+    def hold_the_table() -> None:
+        with mdb.connect() as app, app.begin():
+            app.exec_driver_sql(f"SELECT COUNT(*) FROM {SHOPS_SQL}").all()
+            opened.set()
+            time.sleep(hold)
+
+    holder = threading.Thread(target=hold_the_table)
+
+    def move(self: MariaDBOnline, ctx: Any, sides: Any) -> None:
+        if not holder.is_alive() and not opened.is_set():  # the first move only
+            holder.start()
+            opened.wait()
+        original(self, ctx, sides)
+
+    monkeypatch.setattr(MariaDBOnline, "_move_primary_key", move)
+    return holder
+
+
+def test_a_rebuild_that_never_finds_its_moment_says_how_to_wait(
+    mdb: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holder = _transaction_open_at_the_rebuild(mdb, monkeypatch, hold=4.0)
+    with pytest.raises(online_module.LockTimeoutError, match="metadata_lock_wait=1"):
+        _migrate(mdb, "prepare", swap_attempts=1, lock_timeout=1)
+    holder.join()
+    writer = _run_with_writer(mdb, False, "all")  # and it continues when run again
+    _check(mdb, writer)
+
+
+def test_a_rebuild_may_wait_for_its_metadata_lock(
+    mdb: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    holder = _transaction_open_at_the_rebuild(mdb, monkeypatch, hold=0.5)
+    caplog.set_level(logging.INFO, logger="alembic.sqla_ids.migration")
+    _migrate(mdb, "prepare", metadata_lock_wait=1)
+    holder.join()
+    assert "primary key of shop s could not get its locks" not in caplog.text
+    with mdb.connect() as conn:
+        assert steps(conn)["shop s"] == "online:prepared"
 
 
 def test_abort_before_the_swap_puts_everything_back(mdb: Engine) -> None:
@@ -363,3 +378,36 @@ def test_online_downgrade_after_the_swap_with_the_application_writing(mdb: Engin
     assert len(kept) >= SHOPS // 2
     current = {row[1]: row for row in now["shop s"]}
     assert [(row, current.get(row[1])) for row in kept if row not in now["shop s"]][:3] == []
+
+
+def test_undo_retried_after_it_dropped_the_mapping(
+    mdb: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MariaDB's DDL commits on its own: an undo attempt stopped by a lock timeout
+    # after it dropped the mapping table must still finish when retried.
+    import pymysql
+
+    _migrate(mdb, "prepare")
+    _migrate(mdb, "swap")
+    original = online_module.state.forget
+    stopped: list[str] = []
+
+    def lock_timeout_once(connection: sa.Connection, table: str) -> None:
+        if not stopped:
+            stopped.append(table)
+            raise sa.exc.OperationalError(
+                "DELETE", {}, pymysql.err.OperationalError(1205, "Lock wait timeout exceeded")
+            )
+        original(connection, table)
+
+    monkeypatch.setattr(online_module.state, "forget", lock_timeout_once)
+    with mdb.connect() as conn:
+        restore_pk_from_uuid7(conn, "shop s")
+    assert stopped == ["shop s"]
+    with mdb.connect() as conn:
+        assert "shop s" not in steps(conn)
+        kind = conn.exec_driver_sql(
+            "SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+            " AND TABLE_NAME = 'shop s' AND COLUMN_NAME = 'id'"
+        ).scalar_one()
+        assert kind == "bigint"

@@ -93,9 +93,10 @@ class MigratePkToUUID7Op(MigrateOperation):
         (PostgreSQL also restores their owner, grants and comment). Without
         it such a view is refused, naming it.
 
-        ``online=True`` migrates while the application keeps writing (PostgreSQL;
-        see docs/migration.md, "Online migration"), with ``lock_timeout``,
-        ``batch_pause`` and ``swap_attempts``; ``phase`` then runs
+        ``online=True`` migrates while the application keeps writing (PostgreSQL
+        and MariaDB; see docs/migration.md, "Online migration"), with
+        ``lock_timeout``, ``batch_pause``, ``swap_attempts`` and (MariaDB)
+        ``metadata_lock_wait``; ``phase`` then runs
         ``"prepare"`` (expand, backfill, indexes and foreign keys, verified),
         ``"swap"`` or ``"contract"`` alone -- one per revision across deploys --
         or ``"all"``. Online steps commit on their own (an autocommit block).

@@ -158,6 +158,23 @@ class Database:
         """Extra DDL after creating a table with such a column (quoted names)."""
         return []
 
+    def uuid7_reserve_ticks_sql(self) -> str | None:
+        """One statement reserving ``:count`` consecutive ticks of this connection's
+        ``sqla_ids_uuid7()`` state (its later keys sort after them) and returning
+        the first, for keys assembled by the client
+        (:func:`sqla_ids.identifiers.server_layouts.uuid7s_from_ticks`). ``None``:
+        keys are fetched one function call each."""
+        return None
+
+    def uuid7_serial_reserve_sql(self, sequence: str) -> tuple[str, str] | None:
+        """Two statements for a block of serial keys
+        (:func:`sqla_ids.identifiers.server_layouts.uuid7s_from_serial`): the
+        first sets and returns this connection's millisecond as
+        ``sqla_ids_uuid7_serial()`` does, the second up to ``:count`` new values
+        of ``sequence`` (quoted) as one comma-separated text. ``None``: one
+        function call each."""
+        return None
+
     def uuid7_function_register(self, dbapi_connection: Any, name: str) -> None:
         """Register ``name()`` on one DBAPI connection (client-side functions only)."""
         self.unsupported("registering UUIDv7 functions on a connection")

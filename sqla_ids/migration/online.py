@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from sqla_ids.dialects import for_dialect
-from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError, SqlaIdsError
+from sqla_ids.errors import LockTimeoutError, MigrationRefusedError, MigrationVerificationError
 from sqla_ids.migration import state
 from sqla_ids.migration.model import PkMigrationPlan, refuse
 from sqla_ids.migration.options import PkMigrationOptions
@@ -45,10 +45,6 @@ EXPANDED, BACKFILLED, PREPARED, SWAPPED = (
 _ORDER = ["", EXPANDED, BACKFILLED, PREPARED, SWAPPED, "done"]
 
 
-class LockTimeoutError(SqlaIdsError):
-    """A step did not get its locks within ``lock_timeout`` in any of its attempts."""
-
-
 class OnlineRun:
     """Runs an online strategy's statements (the ``OnlineContext`` it is given)."""
 
@@ -66,6 +62,7 @@ class OnlineRun:
         self.lock_timeout = options.lock_timeout
         self.attempts = options.swap_attempts
         self.batch_pause = options.batch_pause
+        self.metadata_lock_wait = options.metadata_lock_wait
         self.retries = 0
         """Lock timeouts met (and retried) so far."""
 
@@ -73,8 +70,9 @@ class OnlineRun:
         delays = self.strategy.retry_delays(self.attempts)
         total = len(delays) + 1
         for number in range(1, total + 1):
+            started = time.monotonic()
             try:
-                return attempt()
+                result = attempt()
             except sa.exc.DBAPIError as error:
                 if not self.strategy.is_lock_timeout(error) or number == total:
                     if self.strategy.is_lock_timeout(error):
@@ -86,6 +84,7 @@ class OnlineRun:
                         ) from None
                     raise
                 self.retries += 1
+                self._took(f"{what} (no lock, retried)", started)
                 delay = delays[number - 1]
                 logger.info(
                     "%s: %s could not get its locks in time (attempt %d/%d); retrying in %.2f s",
@@ -96,7 +95,15 @@ class OnlineRun:
                     delay,
                 )
                 time.sleep(delay)
+            else:
+                self._took(what, started)
+                return result
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _took(self, what: str, started: float) -> None:
+        # Every step's time at DEBUG: to tell which step an application's slow
+        # statement waited for (benchmarks/online_migration.py names it).
+        logger.debug("%s: %s took %.3f s", self.plan.table, what, time.monotonic() - started)
 
     def transaction(self, work: Callable[[Connection], T], what: str) -> T:
         """``work`` in one short transaction under ``lock_timeout``, retried."""
@@ -119,6 +126,7 @@ class OnlineRun:
         application's reads and writes do not conflict with, and it waits for
         the transactions already running to end -- a wait that blocks nobody.
         """
+        started = time.monotonic()
         with self.engine.connect() as connection:
             connection = connection.execution_options(isolation_level="AUTOCOMMIT")
             try:
@@ -126,6 +134,7 @@ class OnlineRun:
                 connection.execute(sa.text(sql), params or {})
             finally:
                 self._release(connection)
+        self._took(what, started)
 
     def _release(self, connection: Connection) -> None:
         # The connection goes back to the application's pool: no setting of ours

@@ -48,7 +48,8 @@ class PkMigrationOptions:
     triggers that use the migrated columns and that you have checked (or will
     change) for the new key type; the others are refused, by name.
 
-    Online mode (PostgreSQL; see docs/migration.md, "Online migration"):
+    Online mode (PostgreSQL and MariaDB; see docs/migration.md, "Online
+    migration"):
     ``online``: migrate while the application keeps writing -- new columns
     kept in sync by triggers, a batched backfill, indexes and foreign keys
     built without blocking writes, then a short swap.
@@ -58,6 +59,14 @@ class PkMigrationOptions:
     ``batch_pause``: seconds to sleep between backfill batches.
     ``swap_attempts``: how many times a lock-timed-out step is retried, with
     exponential backoff, before the migration stops (resumable).
+    ``metadata_lock_wait``: MariaDB only: seconds (whole, at most
+    ``lock_timeout``) an online rebuild or index build may wait for its
+    metadata lock at its start and end. ``0`` (default): never wait, retry
+    instead -- safe with any application, but a rebuild of a large table that
+    always has a transaction open on it may never find its moment. Waiting
+    lets it finish there, at a price: MariaDB then rolls back (error 1213) an
+    application transaction that reads that table and then writes it while
+    the rebuild waits.
     """
 
     timestamp_column: str | None = None
@@ -75,6 +84,7 @@ class PkMigrationOptions:
     lock_timeout: float = 2.0
     batch_pause: float = 0.0
     swap_attempts: int = 20
+    metadata_lock_wait: float = 0.0
 
     def __post_init__(self) -> None:
         # Lists are accepted (they read naturally in a migration script) and
@@ -96,12 +106,17 @@ class PkMigrationOptions:
                 "server_default must be True (UUIDv7 from the server where possible), an SQL"
                 f" expression, or False (no default); got {sd!r}"
             )
-        for name in ("lock_timeout", "batch_pause"):
+        for name in ("lock_timeout", "batch_pause", "metadata_lock_wait"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
         if self.lock_timeout == 0:
             raise ValueError("lock_timeout must be more than 0 seconds (0 means no limit)")
+        if self.metadata_lock_wait > self.lock_timeout:
+            raise ValueError(
+                f"metadata_lock_wait ({self.metadata_lock_wait} s) must not exceed"
+                f" lock_timeout ({self.lock_timeout} s)"
+            )
         attempts = self.swap_attempts
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise ValueError(f"swap_attempts must be a whole number >= 1, got {attempts!r}")

@@ -92,6 +92,8 @@ class OnlineContext(Protocol):
     """
 
     plan: PkMigrationPlan
+    metadata_lock_wait: float
+    """Seconds a long online DDL may wait for its metadata lock (MariaDB; 0: never)."""
 
     def transaction(self, work: Callable[[Connection], T], what: str) -> T:
         """Run ``work`` in one short transaction under ``lock_timeout``, retried."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import uuid
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event, orm
@@ -34,15 +34,19 @@ from sqlalchemy.orm.attributes import instance_state
 
 from sqla_ids.dialects import for_dialect
 from sqla_ids.identifiers import UUIDv7Generator, parse_uuid, uuid7
+from sqla_ids.identifiers.server_layouts import uuid7s_from_serial, uuid7s_from_ticks
 from sqla_ids.types.server_functions import (
     UUID7_FUNCTION,
     UUID7_SERIAL_FUNCTION,
+    UUID7_SERIAL_SEQUENCE,
     UUIDv7ServerDefault,
 )
 from sqla_ids.types.uuid7 import UUIDv7
 
 _LAST_KEY = "sqla_ids.last_uuid7"
 _ASSIGN_ON_INIT = "sqla_ids.assign_on_init"
+
+_T = TypeVar("_T")
 
 PREFETCH_CHUNK = 1_000
 """Server-made keys fetched per ``SELECT`` before a flush: within the default
@@ -303,30 +307,84 @@ def _fetch_statement(function: str) -> sa.Select[Any]:
 def fetch_server_keys(connection: Connection, count: int, serial: bool = False) -> list[uuid.UUID]:
     """``count`` new keys from ``sqla_ids_uuid7()`` (or the serial one), ascending.
 
-    The function a column ``DEFAULT`` calls on this server: PostgreSQL 18's
-    native ``uuidv7()`` instead of ``sqla_ids_uuid7()`` there. One ``SELECT``
-    per :data:`PREFETCH_CHUNK` keys; our function must exist
+    Keys as the function a column ``DEFAULT`` calls on this server makes them:
+    where the database can reserve a block of its function's state (PostgreSQL
+    before 18, MariaDB/MySQL), one statement reserves ``count`` ticks (serial:
+    reads the millisecond, then one statement per :data:`PREFETCH_CHUNK`
+    sequence values) and the keys are assembled here in the function's layout
+    (:mod:`sqla_ids.identifiers.server_layouts`); the function's later keys
+    sort after them. Elsewhere, one ``SELECT`` per :data:`PREFETCH_CHUNK`
+    calls the function (PostgreSQL 18's native ``uuidv7()`` there). Our
+    function must exist
     (:func:`~sqla_ids.types.server_functions.install_uuid7_function`).
     """
+    if count <= 0:
+        return []
     dialect = connection.dialect
-    native = None if serial else for_dialect(dialect).uuid7_native_function(dialect)
+    database = for_dialect(dialect)
+    native = None if serial else database.uuid7_native_function(dialect)
+    if native is None:
+        if serial:
+            statements = database.uuid7_serial_reserve_sql(
+                dialect.identifier_preparer.quote(UUID7_SERIAL_SEQUENCE)
+            )
+            if statements is not None:
+                return _serial_block(connection, count, *statements)
+        else:
+            ticks = database.uuid7_reserve_ticks_sql()
+            if ticks is not None:
+                first = connection.execute(sa.text(ticks), {"count": count}).scalar_one()
+                return uuid7s_from_ticks(int(first), count)
     function = native or (UUID7_SERIAL_FUNCTION if serial else UUID7_FUNCTION)
     statement = _fetch_statement(function)
-    keys: list[uuid.UUID] = []
-    while len(keys) < count:
-        chunk = min(PREFETCH_CHUNK, count - len(keys))
-        # A server may cut the recursion short without an error (MariaDB's
-        # max_recursive_iterations): take what came and ask for the rest.
-        before = len(keys)
-        for value in connection.execute(statement, {"count": chunk}).scalars():
+    keys = _in_chunks(
+        count,
+        lambda chunk: [
             # PostgreSQL's driver gives uuid.UUID; MariaDB and SQLite hex text.
-            keys.append(value if type(value) is uuid.UUID else parse_uuid(value))
-        if len(keys) == before:
-            raise RuntimeError(f"SELECT {function}() … returned no rows: no keys to fetch")
+            value if type(value) is uuid.UUID else parse_uuid(value)
+            for value in connection.execute(statement, {"count": chunk}).scalars()
+        ],
+        f"SELECT {function}()",
+    )
     # The values increase in the order they were made, whatever the order of
     # the rows: sorting in Python is linear on (nearly) sorted input.
     keys.sort()
     return keys
+
+
+def _serial_block(
+    connection: Connection, count: int, clock_sql: str, values_sql: str
+) -> list[uuid.UUID]:
+    """Serial keys from one millisecond and ``count`` sequence values."""
+    milliseconds = int(connection.execute(sa.text(clock_sql)).scalar_one())
+    statement = sa.text(values_sql)
+    values = _in_chunks(
+        count,
+        lambda chunk: [
+            int(value)
+            for value in (connection.execute(statement, {"count": chunk}).scalar_one() or "").split(
+                ","
+            )
+            if value
+        ],
+        f"the values of {UUID7_SERIAL_SEQUENCE}",
+    )
+    # A cycled sequence starts again at 1: sorted, the keys still come out
+    # ascending, as the function's would sort.
+    return sorted(uuid7s_from_serial(milliseconds, values))
+
+
+def _in_chunks(count: int, fetch: Callable[[int], list[_T]], what: str) -> list[_T]:
+    """``count`` values, at most :data:`PREFETCH_CHUNK` per ``fetch``. A server may
+    cut a recursive CTE short without an error (MariaDB's
+    ``max_recursive_iterations``): take what came and ask for the rest."""
+    values: list[_T] = []
+    while len(values) < count:
+        got = fetch(min(PREFETCH_CHUNK, count - len(values)))
+        if not got:
+            raise RuntimeError(f"{what} returned no rows: no keys to fetch")
+        values += got
+    return values
 
 
 def prefetch_server_keys(session: orm.Session, objects: Iterable[Any] | None = None) -> int:
@@ -334,9 +392,10 @@ def prefetch_server_keys(session: orm.Session, objects: Iterable[Any] | None = N
 
     For every table whose key only the database makes (``uuid7_pk(server_default="serial")``,
     or ``server_default=UUIDv7ServerDefault()`` without a client default) and
-    that has two or more pending objects without a key: one ``SELECT`` per
-    1,000 keys from the same function as the column's default, assigned in the
-    order the objects were added. The ORM then batches their ``INSERT`` like
+    that has two or more pending objects without a key: keys as the column's
+    default would make them (:func:`fetch_server_keys`: a block of the
+    function's state in one statement, or one ``SELECT`` of the function per
+    1,000), assigned in the order the objects were added. The ORM then batches their ``INSERT`` like
     client-made keys instead of one ``INSERT … RETURNING`` per object (it
     needs ``RETURNING`` to tell which row got which key). A lone object
     keeps the single ``INSERT … RETURNING``. Runs before every flush; call it

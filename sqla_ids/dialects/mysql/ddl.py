@@ -128,11 +128,14 @@ class MySQL(Database):
     # statement's Unix time, independent of the session time zone. It returns 32
     # hex digits, which both native UUID and CHAR(32) columns accept.
     _UUID7_NIL = "00000000000000000000000000000000"
-    _UUID7_FUNCTION = """\
-CREATE FUNCTION IF NOT EXISTS {name}() RETURNS CHAR(32) CHARSET ascii NOT DETERMINISTIC NO SQL
+    # The connection's next tick: the statement's clock, or one past the last one.
+    _NEXT_TICK = (
+        "GREATEST(CAST(@@timestamp * 4096000 AS UNSIGNED), COALESCE(@sqla_ids_uuid7_tick + 1, 0))"
+    )
+    _UUID7_FUNCTION = f"""\
+CREATE FUNCTION IF NOT EXISTS {{name}}() RETURNS CHAR(32) CHARSET ascii NOT DETERMINISTIC NO SQL
 RETURN LOWER(CONCAT(
-  LPAD(HEX((@sqla_ids_uuid7_tick := GREATEST(CAST(@@timestamp * 4096000 AS UNSIGNED),
-    COALESCE(@sqla_ids_uuid7_tick + 1, 0))) >> 12), 12, '0'),
+  LPAD(HEX((@sqla_ids_uuid7_tick := {_NEXT_TICK}) >> 12), 12, '0'),
   '7', LPAD(HEX(@sqla_ids_uuid7_tick & 4095), 3, '0'),
   HEX(8 | (ASCII(RANDOM_BYTES(1)) & 3)), SUBSTRING(HEX(RANDOM_BYTES(8)), 2)))"""
 
@@ -184,6 +187,13 @@ ORDER BY 1"""
             sa.text(self._USERS_SQL), {"call": call, "schema": schema, "name": name}
         )
         return [str(description) for description in rows.scalars()]
+
+    # A block of ticks for keys assembled by the client (identifiers.server_layouts):
+    # the connection's tick moves on by :count at once, as if the function had
+    # been called :count times, so its later keys sort after them.
+    def uuid7_reserve_ticks_sql(self) -> str | None:
+        """Reserves ``:count`` ticks of ``sqla_ids_uuid7()``'s state; returns the first."""
+        return f"SELECT (@sqla_ids_uuid7_tick := {self._NEXT_TICK} + :count - 1) - :count + 1"
 
     def uuid7_column_default_sql(self, name: str) -> str:
         """``DEFAULT`` of a server-filled column: a nil placeholder the trigger replaces."""
@@ -366,19 +376,37 @@ class MariaDB(MySQL):
     # has daylight saving (one ambiguous hour a year); the per-connection
     # millisecond never goes back.
     _UUID7_SERIAL_MAX = 2**44 - 1
-    _UUID7_SERIAL_FUNCTION = """\
-CREATE FUNCTION IF NOT EXISTS {name}() RETURNS CHAR(32) CHARSET ascii
+    # The connection's millisecond, never going back (set and returned).
+    _SERIAL_MS = (
+        "@sqla_ids_uuid7_serial_ms := GREATEST(CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000 AS UNSIGNED),"
+        " COALESCE(@sqla_ids_uuid7_serial_ms, 0))"
+    )
+    _UUID7_SERIAL_FUNCTION = f"""\
+CREATE FUNCTION IF NOT EXISTS {{name}}() RETURNS CHAR(32) CHARSET ascii
 NOT DETERMINISTIC MODIFIES SQL DATA
 RETURN LOWER(CONCAT(
-  LPAD(HEX(@sqla_ids_uuid7_serial_ms := GREATEST(
-    CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000 AS UNSIGNED), COALESCE(@sqla_ids_uuid7_serial_ms, 0))),
-    12, '0'),
-  '7', INSERT(LPAD(HEX(NEXTVAL({sequence})), 11, '0'), 4, 0, '8'),
+  LPAD(HEX({_SERIAL_MS}), 12, '0'),
+  '7', INSERT(LPAD(HEX(NEXTVAL({{sequence}})), 11, '0'), 4, 0, '8'),
   SUBSTRING(HEX(RANDOM_BYTES(4)), 2)))"""
 
     def uuid7_serial_supported(self, dialect: Dialect) -> bool:
         """MariaDB 10.3+ has sequences."""
         return bool(dialect.supports_sequences)
+
+    # A block of serial keys: the millisecond read once, then sequence values. A
+    # call starting after the block was fetched still gets a later-or-equal
+    # millisecond and a larger value, as after one call of the function. The
+    # recursion may stop short at max_recursive_iterations: the caller asks again.
+    def uuid7_serial_reserve_sql(self, sequence: str) -> tuple[str, str] | None:
+        """The connection's millisecond (set and returned), then up to ``:count``
+        values of ``sequence`` (quoted)."""
+        return (
+            f"SELECT {self._SERIAL_MS}",
+            "WITH RECURSIVE sqla_ids_n (n) AS (SELECT 1 UNION ALL"
+            " SELECT n + 1 FROM sqla_ids_n WHERE n < :count)"
+            # One text, not a row per value (within group_concat_max_len's 1 MB).
+            f" SELECT GROUP_CONCAT(NEXTVAL({sequence})) FROM sqla_ids_n",
+        )
 
     def uuid7_serial_function_create_sql(
         self, name: str, sequence: str, schema: str | None = None

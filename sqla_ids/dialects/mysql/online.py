@@ -51,7 +51,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.errors import MigrationRefusedError
+from sqla_ids.errors import LockTimeoutError, MigrationRefusedError
 from sqla_ids.migration import mapping
 from sqla_ids.migration.model import OLD_COLUMN_COMMENT, PkMigrationPlan, Reference, refuse
 from sqla_ids.migration.online_names import Sides, child_old, object_name, rebuilt, references
@@ -556,20 +556,40 @@ class MariaDBOnline(OnlineStrategy):
 
     def _alter_online(self, ctx: OnlineContext, table: str, clauses: list[str], what: str) -> None:
         """One ``ALTER TABLE`` that rebuilds or adds an index while the application
-        reads and writes (``LOCK=NONE``); its short exclusive metadata locks at the
-        start and the end wait at most ``lock_wait_timeout``, then it is retried."""
+        reads and writes (``LOCK=NONE``); it is retried when its short exclusive
+        metadata locks at the start and the end are not granted at once (or
+        within ``metadata_lock_wait``)."""
         if not clauses:
             return
+        # The end of a long rebuild needs an instant when no transaction has the
+        # table open: on a table the application always has open (measured: a
+        # 1M-row rebuild under the benchmark's writer failed at its end 12
+        # times in 12) it may wait for one -- when the user accepts that MariaDB
+        # then rolls back an application transaction that reads the table and
+        # then writes it (an MDL upgrade behind the waiting DDL is a deadlock
+        # whose victim is always the DML).
+        wait = math.ceil(ctx.metadata_lock_wait)
 
         def work(connection: Connection) -> None:
             execute_sql(
                 connection,
-                f"ALTER TABLE {_q(connection, table)} "
+                (f"SET STATEMENT lock_wait_timeout = {wait} FOR " if wait else "")
+                + f"ALTER TABLE {_q(connection, table)} "
                 + ", ".join(clauses)
                 + ", ALGORITHM=INPLACE, LOCK=NONE",
             )
 
-        ctx.transaction(work, what)
+        try:
+            ctx.transaction(work, what)
+        except LockTimeoutError as error:
+            if wait:
+                raise
+            raise LockTimeoutError(
+                f"{error}; an online ALTER needs an instant when no transaction has"
+                f" {table} open, and this application always has one: with"
+                " metadata_lock_wait=1 it waits for one (see its caveat in"
+                " docs/migration.md)"
+            ) from None
 
     def _move_primary_key(self, ctx: OnlineContext, sides: Sides) -> None:
         """The primary key onto ``sides.key_new`` (one online rebuild), the column
@@ -865,7 +885,18 @@ class MariaDBOnline(OnlineStrategy):
         """``work`` with every affected table write-locked: the application waits
         (for metadata-only statements) instead of seeing half a swap. MariaDB's
         DDL commits on its own; ``LOCK TABLES`` holds across those commits."""
-        tables = sorted(set(plan.affected_tables) | {plan.mapping_table})
+        # The mapping table is gone once an undo has dropped it: a retried undo
+        # (its earlier attempt stopped by a lock timeout after that) locks the rest.
+        mapping_exists = connection.execute(
+            sa.text(
+                "SELECT COUNT(*) FROM information_schema.TABLES"
+                " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = :t"
+            ),
+            {"t": plan.mapping_table},
+        ).scalar_one()
+        tables = sorted(
+            set(plan.affected_tables) | ({plan.mapping_table} if mapping_exists else set())
+        )
         # Taking the tables does not wait (lock_wait_timeout = 0): failing
         # here changes nothing, and the step is retried.
         execute_sql(
@@ -915,15 +946,13 @@ class MariaDBOnline(OnlineStrategy):
 
         q = partial(_q, connection)
         uuid_sql = uuid_type_sql(connection)
-        # 1. The children's foreign keys go (both sides), so the columns can move.
-        for n, ref in references(plan):
-            if ref.constraint:
-                execute_sql(
-                    connection,
-                    f"ALTER TABLE {q(ref.table)} DROP FOREIGN KEY IF EXISTS {q(ref.constraint)},"
-                    f" DROP FOREIGN KEY IF EXISTS {q(object_name(plan, 'fk', n))}",
-                )
-        # 2. The parent: names swapped, the key's default, comments.
+        # Every relationship stays enforced between any two statements: DDL
+        # commits statement by statement, and a migration killed between two of
+        # them leaves the application writing to the tables (unlocked) until it
+        # runs again. Each child has two foreign keys until its turn: the
+        # original one on the column leaving and ours on the column arriving.
+        # 1. The parent: names swapped, the key's default, comments. Both
+        # foreign keys follow their parent column's new name.
         parent = _columns(connection, plan.table)
         if sides.key_new in parent and plan.column in parent:
             key_def = plan.column_definition(plan.table, plan.column)
@@ -949,12 +978,18 @@ class MariaDBOnline(OnlineStrategy):
                     + (f" COMMENT {literal(connection, comment)}" if comment else "")
                     + position,
                 ]
-            clauses += self._index_swap(connection, plan, plan.table)
+            # A self-reference's indexes move with its foreign key, in step 2.
+            self_references = {r.column for _, r in references(plan) if r.table == plan.table}
+            clauses += self._index_swap(connection, plan, plan.table, self_references)
             execute_sql(
                 connection,
                 f"ALTER TABLE {q(plan.table)} {', '.join(clauses)}, ALGORITHM=NOCOPY",
             )
-        # 3. Each child: names swapped, indexes renamed, its foreign key back.
+        # 2. Each child, in two statements: the original foreign key goes with the
+        # column leaving (ours still holds the one arriving), names swapped and
+        # indexes renamed; then the original foreign key comes back on the
+        # column that took its name, in the statement that drops ours (MariaDB
+        # cannot drop and add one name in one statement).
         for n, ref in references(plan):
             columns = _columns(connection, ref.table)
             new, parked = sides.child_new(n, ref), sides.child_parked(n, ref)
@@ -966,6 +1001,11 @@ class MariaDBOnline(OnlineStrategy):
                 else:
                     type_sql = _body(plan, ref.table, ref.column)
                 clauses = [
+                    *(
+                        [f"DROP FOREIGN KEY IF EXISTS {q(ref.constraint)}"]
+                        if ref.constraint
+                        else []
+                    ),
                     f"RENAME COLUMN {q(ref.column)} TO {q(parked)}",
                     f"CHANGE COLUMN {q(new)} {q(ref.column)} {type_sql}"
                     + (f" COMMENT {literal(connection, comment)}" if comment else "")
@@ -976,22 +1016,32 @@ class MariaDBOnline(OnlineStrategy):
                     connection,
                     f"ALTER TABLE {q(ref.table)} {', '.join(clauses)}, ALGORITHM=NOCOPY",
                 )
-            if ref.constraint:
+            ours = object_name(plan, "fk", n)
+            if ref.constraint and ours in _foreign_keys(connection, ref.table):
                 execute_sql(
                     connection,
                     f"SET STATEMENT foreign_key_checks = 0 FOR ALTER TABLE {q(ref.table)}"
                     f" ADD CONSTRAINT {q(ref.constraint)} FOREIGN KEY IF NOT EXISTS"
                     f" ({q(ref.column)}) REFERENCES {q(plan.table)} ({q(plan.column)})"
-                    f"{_actions(ref)}, ALGORITHM=NOCOPY",
+                    f"{_actions(ref)}, DROP FOREIGN KEY {q(ours)}, ALGORITHM=NOCOPY",
                 )
 
-    def _index_swap(self, connection: Connection, plan: PkMigrationPlan, table: str) -> list[str]:
-        """Drop the indexes over the columns leaving, give the rebuilt ones their names."""
+    def _index_swap(
+        self,
+        connection: Connection,
+        plan: PkMigrationPlan,
+        table: str,
+        later: set[str] | frozenset[str] = frozenset(),
+    ) -> list[str]:
+        """Drop the indexes over the columns leaving, give the rebuilt ones their
+        names (not yet those over a column in ``later``)."""
         existing = _indexes(connection, table)
         clauses = []
         for number, dep in rebuilt(plan):
             built = object_name(plan, "ix", number)
             if dep.table != table or dep.kind == "primary" or built not in existing:
+                continue
+            if later & set(dep.columns):
                 continue
             if dep.name in existing:
                 clauses.append(f"DROP INDEX {_q(connection, dep.name)}")

@@ -206,12 +206,15 @@ END"""
     NATIVE_UUIDV7_FROM: ClassVar[tuple[int, ...]] = (18,)
     """First PostgreSQL release with a native ``uuidv7()``."""
 
-    _UUID7_SQL = """\
-CREATE OR REPLACE FUNCTION @fn@() RETURNS uuid LANGUAGE sql VOLATILE AS $fn$
-SELECT (overlay(lpad(to_hex(set_config('sqla_ids.uuid7_tick', greatest(
+    # The connection's next tick: the clock's, or one past the last one made.
+    _NEXT_TICK = """greatest(
     (extract(epoch FROM clock_timestamp()) * 4096000)::bigint,
     coalesce(nullif(current_setting('sqla_ids.uuid7_tick', true), '')::bigint + 1, 0)
-  )::text, false)::bigint), 15, '0') PLACING '7' FROM 13 FOR 0)
+  )"""
+    _UUID7_SQL = f"""\
+CREATE OR REPLACE FUNCTION @fn@() RETURNS uuid LANGUAGE sql VOLATILE AS $fn$
+SELECT (overlay(lpad(to_hex(set_config('sqla_ids.uuid7_tick', {_NEXT_TICK}::text,
+    false)::bigint), 15, '0') PLACING '7' FROM 13 FOR 0)
   || substr(gen_random_uuid()::text, 20))::uuid
 $fn$"""
 
@@ -284,6 +287,17 @@ $fn$"""
         """``DEFAULT`` expression of a column filled by the function."""
         return f"{name}()"
 
+    # A block of ticks for keys assembled by the client (identifiers.server_layouts):
+    # the session's tick moves on by :count at once, as if the function had
+    # been called :count times, so the function's later keys sort after them.
+    def uuid7_reserve_ticks_sql(self) -> str | None:
+        """Reserves ``:count`` ticks of ``sqla_ids_uuid7()``'s state; returns the first."""
+        return (
+            "SELECT set_config('sqla_ids.uuid7_tick', "
+            f"({self._NEXT_TICK} + CAST(:count AS bigint) - 1)::text, false)::bigint"
+            " - CAST(:count AS bigint) + 1"
+        )
+
     def uuid7_column_after_create_sql(self, name: str, table: str, column: str) -> list[str]:
         """Extra DDL after creating a table with such a column: none on PostgreSQL."""
         return []
@@ -300,12 +314,14 @@ $fn$"""
     UUID7_SERIAL_MAX = 2**44 - 1
     """Largest sequence value the serial layout holds; the sequence cycles after it."""
 
-    _UUID7_SERIAL_SQL = """\
-CREATE OR REPLACE FUNCTION @fn@() RETURNS uuid LANGUAGE sql VOLATILE AS $fn$
-SELECT (lpad(to_hex(set_config('sqla_ids.uuid7_serial_ms', greatest(
+    # The session's millisecond, never going back (set and returned).
+    _SERIAL_MS = """set_config('sqla_ids.uuid7_serial_ms', greatest(
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
     coalesce(nullif(current_setting('sqla_ids.uuid7_serial_ms', true), '')::bigint, 0)
-  )::text, false)::bigint), 12, '0') || '7'
+  )::text, false)::bigint"""
+    _UUID7_SERIAL_SQL = f"""\
+CREATE OR REPLACE FUNCTION @fn@() RETURNS uuid LANGUAGE sql VOLATILE AS $fn$
+SELECT (lpad(to_hex({_SERIAL_MS}), 12, '0') || '7'
   || overlay(lpad(to_hex(nextval(@seq@::regclass)), 11, '0') PLACING '8' FROM 4 FOR 0)
   || substr(gen_random_uuid()::text, 1, 7))::uuid
 $fn$"""
@@ -313,6 +329,20 @@ $fn$"""
     def uuid7_serial_supported(self, dialect: Any) -> bool:
         """Every supported PostgreSQL has sequences."""
         return True
+
+    # A block of serial keys: the millisecond read once, then sequence values. A
+    # call starting after the block was fetched still gets a later-or-equal
+    # millisecond and a larger value, as after one call of the function.
+    def uuid7_serial_reserve_sql(self, sequence: str) -> tuple[str, str] | None:
+        """The session's millisecond (set and returned), then up to ``:count``
+        values of ``sequence`` (quoted; resolved like the function's name)."""
+        return (
+            f"SELECT {self._SERIAL_MS}",
+            # A regclass literal is looked up once, when the statement is parsed;
+            # one text, not a row per value (measured: 2 us per row to fetch).
+            f"SELECT string_agg(nextval({_literal(sequence)}::regclass)::text, ',')"
+            " FROM generate_series(1, CAST(:count AS integer))",
+        )
 
     def uuid7_serial_function_create_sql(
         self, name: str, sequence: str, schema: str | None = None
