@@ -440,6 +440,10 @@ def _summary(seconds: float, w: dict[str, Any], r: dict[str, Any], check: str) -
         "max_ms": max(latencies) * 1000,
         "max_during": _blamed(w, r),
         "p99_ms": statistics.quantiles(latencies, n=100)[98] * 1000,
+        # A batch holds its row locks for its whole transaction: the longest an
+        # application statement touching one of its rows could wait.
+        "batch_ms": max((e - b for b, e, what in w["steps"] if what == "backfill"), default=0)
+        * 1000,
         "failed": w["failures"] + r["failures"],
         "check": check,
     }
@@ -451,13 +455,9 @@ def _online(
     url: str,
     parents: int,
     children: int,
-    batch: int,
     prepared: bool,
-    metadata_lock_wait: float,
+    options: PkMigrationOptions,
 ) -> dict[str, Any]:
-    options = PkMigrationOptions(
-        online=True, batch_size=batch, metadata_lock_wait=metadata_lock_wait
-    )
 
     def up() -> None:
         with engine.connect() as conn:
@@ -546,6 +546,7 @@ def _report(db: Database, args: argparse.Namespace, results: dict[str, Any]) -> 
     title = (
         f"{db.name}, parent {args.parents:,} rows, child_a and child_b {args.children:,} rows"
         f" each, batch {args.batch_size:,}"
+        + (f" or {args.batch_time:g} s" if args.batch_time else "")
         + (f", metadata_lock_wait {args.metadata_lock_wait:g} s" if args.metadata_lock_wait else "")
     )
 
@@ -571,6 +572,7 @@ def _report(db: Database, args: argparse.Namespace, results: dict[str, Any]) -> 
             f"{o['max_ms']:.0f} ms"
             + (f" ({o['max_during'][0].split(': ', 1)[1]})" if o["max_during"] else ""),
             f"{o['p99_ms']:.1f} ms",
+            f"{o['batch_ms']:.0f} ms",
             failed,
             o["check"],
         ]
@@ -579,6 +581,7 @@ def _report(db: Database, args: argparse.Namespace, results: dict[str, Any]) -> 
         "application statements",
         "longest statement (stall)",
         "p99 statement latency",
+        "longest backfill batch",
         "failed statements",
         "relationships after it",
     ]
@@ -596,6 +599,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--online-only", action="store_true", help="skip the offline and hand-written runs"
+    )
+    parser.add_argument(
+        "--batch-time",
+        type=float,
+        default=PkMigrationOptions().batch_time,
+        help="seconds an online backfill batch should take (PkMigrationOptions.batch_time);"
+        " 0: every batch takes --batch-size rows",
     )
     parser.add_argument(
         "--metadata-lock-wait",
@@ -627,9 +637,13 @@ def main(argv: list[str] | None = None) -> int:
                     url,
                     args.parents,
                     args.children,
-                    args.batch_size,
                     args.prepared,
-                    args.metadata_lock_wait,
+                    PkMigrationOptions(
+                        online=True,
+                        batch_size=args.batch_size,
+                        batch_time=args.batch_time,
+                        metadata_lock_wait=args.metadata_lock_wait,
+                    ),
                 )
             elif way == "offline":
                 results[way] = {"seconds": _offline(engine, args.batch_size)}

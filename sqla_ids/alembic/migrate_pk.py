@@ -95,7 +95,7 @@ class MigratePkToUUID7Op(MigrateOperation):
 
         ``online=True`` migrates while the application keeps writing (PostgreSQL
         and MariaDB; see docs/migration.md, "Online migration"), with
-        ``lock_timeout``, ``batch_pause``, ``swap_attempts`` and (MariaDB)
+        ``lock_timeout``, ``batch_pause``, ``batch_time``, ``swap_attempts`` and (MariaDB)
         ``metadata_lock_wait``; ``phase`` then runs
         ``"prepare"`` (expand, backfill, indexes and foreign keys, verified),
         ``"swap"`` or ``"contract"`` alone -- one per revision across deploys --

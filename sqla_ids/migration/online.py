@@ -27,7 +27,7 @@ from sqla_ids.errors import LockTimeoutError, MigrationRefusedError, MigrationVe
 from sqla_ids.migration import state
 from sqla_ids.migration.model import PkMigrationPlan, refuse
 from sqla_ids.migration.options import PkMigrationOptions
-from sqla_ids.migration.progress import Progress, logger
+from sqla_ids.migration.progress import Batches, logger
 from sqla_ids.migration.strategies import OnlineStrategy
 
 T = TypeVar("T")
@@ -62,6 +62,7 @@ class OnlineRun:
         self.lock_timeout = options.lock_timeout
         self.attempts = options.swap_attempts
         self.batch_pause = options.batch_pause
+        self.batch_time = options.batch_time
         self.metadata_lock_wait = options.metadata_lock_wait
         self.retries = 0
         """Lock timeouts met (and retried) so far."""
@@ -149,9 +150,12 @@ class OnlineRun:
         if self.batch_pause:
             time.sleep(self.batch_pause)
 
-    def progress(self, step: str, total: int) -> Progress:
-        """A progress reporter (rows done/total, rate, ETA through Alembic's logger)."""
-        return Progress(step, total)
+    def batches(self, step: str, total: int) -> Batches:
+        """The batches of a backfill step: sized by ``batch_time`` up to
+        ``batch_size``, progress through Alembic's logger, ``batch_pause``."""
+        return Batches(
+            step, total, largest=self.plan.batch_size, target=self.batch_time, pause=self.pause
+        )
 
     def step(self, work: Callable[[Connection], None], reached: str, what: str) -> None:
         """``work`` and the record that ``reached`` was reached, in one transaction."""

@@ -34,7 +34,8 @@ class PkMigrationOptions:
     ``mapping_table``: the old -> new table (default ``<table>_uuid7_map``).
     ``extra_references``: ``(table, column)`` pairs of plain columns that hold
     the key without a declared foreign key; they are converted too.
-    ``batch_size``: rows per batch (progress, MariaDB durability).
+    ``batch_size``: rows per batch (progress, MariaDB durability); online, the
+    most rows a batch takes (see ``batch_time``).
     ``seed``: makes the new keys reproducible (default: random, stored).
     ``keep_child_old_columns``: keep every referencing column's old values
     in ``<column>_old`` as well.
@@ -57,6 +58,11 @@ class PkMigrationOptions:
     gives up and retries (so the application's statements never queue
     behind it for longer).
     ``batch_pause``: seconds to sleep between backfill batches.
+    ``batch_time``: seconds an online backfill batch should take -- and hold
+    its row locks, which an application statement touching one of those rows
+    waits for. Batches start at 100 rows (or ``batch_size`` if fewer) and
+    follow the measured rate, at most ``batch_size`` rows; ``0``: every batch
+    takes ``batch_size`` rows.
     ``swap_attempts``: how many times a lock-timed-out step is retried, with
     exponential backoff, before the migration stops (resumable).
     ``metadata_lock_wait``: MariaDB only: seconds (whole, at most
@@ -83,6 +89,7 @@ class PkMigrationOptions:
     online: bool = False
     lock_timeout: float = 2.0
     batch_pause: float = 0.0
+    batch_time: float = 0.5
     swap_attempts: int = 20
     metadata_lock_wait: float = 0.0
 
@@ -106,7 +113,7 @@ class PkMigrationOptions:
                 "server_default must be True (UUIDv7 from the server where possible), an SQL"
                 f" expression, or False (no default); got {sd!r}"
             )
-        for name in ("lock_timeout", "batch_pause", "metadata_lock_wait"):
+        for name in ("lock_timeout", "batch_pause", "batch_time", "metadata_lock_wait"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")

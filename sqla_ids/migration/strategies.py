@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection
 from sqla_ids.errors import MigrationVerificationError
 from sqla_ids.migration import mapping
 from sqla_ids.migration.model import PkMigrationPlan, View
-from sqla_ids.migration.progress import Progress
+from sqla_ids.migration.progress import Batches, Progress
 
 T = TypeVar("T")
 
@@ -104,8 +104,8 @@ class OnlineContext(Protocol):
     def pause(self) -> None:
         """Sleep between backfill batches (``batch_pause``)."""
 
-    def progress(self, step: str, total: int) -> Progress:
-        """A progress reporter for a batched step."""
+    def batches(self, step: str, total: int) -> Batches:
+        """The batches of a backfill step (their size, progress and pauses)."""
 
 
 class OnlineStrategy(ABC):

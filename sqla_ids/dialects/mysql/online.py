@@ -469,9 +469,9 @@ class MariaDBOnline(OnlineStrategy):
         # before the plan's time that every backfilled key sorts before the
         # keys given to new rows (as on PostgreSQL).
         start_ms = plan.base_time_ms - (plan.row_count >> 12) - 2
-        progress = ctx.progress(f"{plan.table}.{plan.column} new keys", plan.row_count)
+        batches = ctx.batches(f"{plan.table}.{plan.column} new keys", plan.row_count)
 
-        def batch(connection: Connection, *, after: Any, done: int) -> tuple[Any, int]:
+        def batch(connection: Connection, *, after: Any, done: int, n: int) -> tuple[Any, int]:
             t = _q(connection, plan.table)
             k = _q(connection, plan.column)
             tmp = _q(connection, plan.temp_column(plan.table, plan.column))
@@ -481,7 +481,7 @@ class MariaDBOnline(OnlineStrategy):
                     f"SELECT MAX(k), COUNT(*) FROM (SELECT {k} AS k FROM {t} WHERE {low}{tmp}"
                     " IS NULL ORDER BY k LIMIT :n) b"
                 ),
-                {"after": after, "n": plan.batch_size},
+                {"after": after, "n": n},
             ).one()
             if not count:
                 return None, 0
@@ -518,12 +518,14 @@ class MariaDBOnline(OnlineStrategy):
         for _sweep in range(_SWEEPS):  # further sweeps: rows whose key moved meanwhile
             after = None
             while True:
-                last, count = ctx.transaction(partial(batch, after=after, done=done), "backfill")
+                n = batches.next()
+                last, count = ctx.transaction(
+                    partial(batch, after=after, done=done, n=n), "backfill"
+                )
                 if not count:
                     break
                 after, done = last, done + count
-                progress.advance(count)
-                ctx.pause()
+                batches.done(count)
             if not ctx.transaction(partial(self._unfilled, plan=plan), "backfill check"):
                 return
         raise MigrationRefusedError(
@@ -707,9 +709,9 @@ class MariaDBOnline(OnlineStrategy):
             ).one()
 
         ctx.transaction(setup, "backfill")
-        progress = ctx.progress(f"{ref.table}.{ref.column} new references", int(info["total"]))
+        batches = ctx.batches(f"{ref.table}.{ref.column} new references", int(info["total"]))
 
-        def batch(connection: Connection, *, after: Any) -> Any:
+        def batch(connection: Connection, *, after: Any, n: int) -> Any:
             c, p = _q(connection, ref.table), _q(connection, plan.table)
             pk = _q(connection, info["pk"])
             # The parent's primary key is the old or the new key column, by
@@ -721,7 +723,7 @@ class MariaDBOnline(OnlineStrategy):
                     f"SELECT MAX(k) FROM (SELECT r.{pk} AS k FROM {c} r WHERE {low}r.{pk} <= :high"
                     " ORDER BY k LIMIT :n) b"
                 ),
-                {"after": after, "high": info["high"], "n": plan.batch_size},
+                {"after": after, "high": info["high"], "n": n},
             ).scalar()
             if upto is None:
                 return None
@@ -785,12 +787,12 @@ class MariaDBOnline(OnlineStrategy):
                 ctx.transaction(setup, "backfill")
             after = None
             while info["high"] is not None:
-                last = ctx.transaction(partial(batch, after=after), "backfill")
+                n = batches.next()
+                last = ctx.transaction(partial(batch, after=after, n=n), "backfill")
                 if last is None:
                     break
                 after = last
-                progress.advance(min(plan.batch_size, max(progress.total - progress.done, 0)))
-                ctx.pause()
+                batches.done(n)
             if not ctx.transaction(unfilled, "backfill check"):
                 return
         raise MigrationRefusedError(

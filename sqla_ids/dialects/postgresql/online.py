@@ -353,9 +353,9 @@ class PostgreSQLOnline(OnlineStrategy):
         # timestamp lies far enough before the plan's time that every
         # backfilled key sorts before the keys given to new rows.
         start_ms = plan.base_time_ms - (plan.row_count >> 12) - 2
-        progress = ctx.progress(f"{plan.table}.{plan.column} new keys", plan.row_count)
+        batches = ctx.batches(f"{plan.table}.{plan.column} new keys", plan.row_count)
 
-        def batch(connection: Connection, *, after: Any, done: int) -> tuple[Any, int]:
+        def batch(connection: Connection, *, after: Any, done: int, n: int) -> tuple[Any, int]:
             t = _q(connection, plan.table)
             k = _q(connection, plan.column)
             tmp = _q(connection, plan.temp_column(plan.table, plan.column))
@@ -372,7 +372,7 @@ class PostgreSQLOnline(OnlineStrategy):
                         " || substr(CAST(gen_random_uuid() AS text), 20) AS uuid)"
                         f" FROM o WHERE {t}.{k} = o.k RETURNING {t}.{k}"
                     ),
-                    {"after": after, "n": plan.batch_size, "done": done, "start": start_ms},
+                    {"after": after, "n": n, "done": done, "start": start_ms},
                 )
                 .scalars()
                 .all()
@@ -383,12 +383,14 @@ class PostgreSQLOnline(OnlineStrategy):
         for sweep in range(2):  # the second sweep catches rows whose key moved backwards
             after = None
             while True:
-                last, count = ctx.transaction(partial(batch, after=after, done=done), "backfill")
+                n = batches.next()
+                last, count = ctx.transaction(
+                    partial(batch, after=after, done=done, n=n), "backfill"
+                )
                 if not count:
                     break
                 after, done = last, done + count
-                progress.advance(count)
-                ctx.pause()
+                batches.done(count)
             if sweep == 0 and not self._unfilled_parents(ctx, plan):
                 break
 
@@ -456,7 +458,7 @@ class PostgreSQLOnline(OnlineStrategy):
                 {"after": after, "upto": upto},
             )
 
-        def batch(connection: Connection, *, after: Any) -> Any:
+        def batch(connection: Connection, *, after: Any, n: int) -> Any:
             c, pk = _q(connection, ref.table), _q(connection, found["pk"])
             where = f"{pk} > :after AND " if after is not None else ""
             upto = connection.execute(
@@ -464,22 +466,22 @@ class PostgreSQLOnline(OnlineStrategy):
                     f"SELECT max(k) FROM (SELECT {pk} AS k FROM {c} WHERE {where}{pk} <= :high"
                     f" ORDER BY {pk} LIMIT :n) b"
                 ),
-                {"after": after, "high": found["high"], "n": plan.batch_size},
+                {"after": after, "high": found["high"], "n": n},
             ).scalar()
             if upto is not None:
                 update(connection, after=after, upto=upto)
             return upto
 
         ctx.transaction(setup, "backfill")
-        progress = ctx.progress(f"{ref.table}.{ref.column} new references", int(found["total"]))
+        batches = ctx.batches(f"{ref.table}.{ref.column} new references", int(found["total"]))
         after = None
         while found["high"] is not None:
-            last = ctx.transaction(partial(batch, after=after), "backfill")
+            n = batches.next()
+            last = ctx.transaction(partial(batch, after=after, n=n), "backfill")
             if last is None:
                 break
             after = last
-            progress.advance(min(plan.batch_size, max(progress.total - progress.done, 0)))
-            ctx.pause()
+            batches.done(n)
         # The rows past the end, once: only a transaction that inserted a child
         # before its parent was mapped and committed after the walk began has
         # one to fix there (the verification would catch any left over).
