@@ -440,8 +440,8 @@ def _summary(seconds: float, w: dict[str, Any], r: dict[str, Any], check: str) -
         "max_ms": max(latencies) * 1000,
         "max_during": _blamed(w, r),
         "p99_ms": statistics.quantiles(latencies, n=100)[98] * 1000,
-        # A batch holds its row locks for its whole transaction: the longest an
-        # application statement touching one of its rows could wait.
+        # A batch holds its row locks until it commits (it reads without locks
+        # first): at most this long an application statement waited for one.
         "batch_ms": max((e - b for b, e, what in w["steps"] if what == "backfill"), default=0)
         * 1000,
         "failed": w["failures"] + r["failures"],

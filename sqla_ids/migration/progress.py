@@ -42,7 +42,7 @@ class Progress:
 #: Rows in the first batch of a step whose batches are sized by time (or
 #: ``batch_size`` if smaller): nothing is known of the rate yet, and on a cold
 #: cache a row may cost a few milliseconds of disk reads; doubling reaches
-#: 10,000 rows in seven batches.
+#: 10,000 rows at the eighth batch.
 FIRST_BATCH = 100
 
 
