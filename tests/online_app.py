@@ -8,12 +8,18 @@ after the swap, as application code must (docs/migration.md).
 
 from __future__ import annotations
 
+import itertools
+import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+
+from sqla_ids.migration.progress import Batches
 
 SHOPS = 300
 SHOPS_SQL = "`shop s`"
@@ -260,3 +266,34 @@ class Flood:
                 ).all()
             )
         assert shops == dict.fromkeys(self.labels, "s5")
+
+
+def seeded_keys(engine: Engine) -> list[str]:
+    """The new keys of the seeded shops (old key <= ``SHOPS``), in old-key order."""
+    with engine.connect() as conn:
+        shops = conn.dialect.identifier_preparer.quote("shop s")
+        keys = conn.execute(
+            sa.text(f"SELECT id FROM {shops} WHERE id_old <= :n ORDER BY id_old"), {"n": SHOPS}
+        ).scalars()
+        return [str(k) for k in keys]
+
+
+def check_changing_batch_sizes(
+    engine: Engine,
+    migrate: Callable[[], None],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``migrate`` (with the application writing) in batches whose size changes
+    from one to the next, as ``batch_time`` makes them: keys still follow the
+    old key order across them, and the strategy took the sizes it was given."""
+    sizes = itertools.cycle([1, 7, 97, 3, 50])  # 31.6 rows a batch on average
+    monkeypatch.setattr(Batches, "next", lambda self: next(sizes))
+    caplog.set_level(logging.DEBUG, logger="alembic.sqla_ids.migration")
+    migrate()
+    # About 3,300 parents and children: some 100 batches of those sizes (35
+    # of the 97 rows a batch_size gives).
+    batches = [m for m in caplog.messages if m.endswith(" s") and ": backfill took " in m]
+    assert len(batches) > 80
+    seeded = seeded_keys(engine)
+    assert len(seeded) > SHOPS // 2 and seeded == sorted(seeded)

@@ -9,7 +9,6 @@ At the end every relationship the writer made is checked under the new keys.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import re
 import threading
@@ -18,13 +17,19 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from online_app import SHOPS, Flood, Writer, check_relations, postgresql_schema
+from online_app import (
+    SHOPS,
+    Flood,
+    Writer,
+    check_changing_batch_sizes,
+    check_relations,
+    postgresql_schema,
+)
 from sqlalchemy.engine import Engine
 
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
 from sqla_ids.migration import online as online_module
-from sqla_ids.migration.progress import Batches
 from sqla_ids.migration.state import steps
 
 
@@ -154,24 +159,10 @@ def test_killed_during_backfill_then_resumed(pg: Engine, monkeypatch: pytest.Mon
 def test_batches_of_changing_sizes_with_the_application_writing(
     pg: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Sized by time (batch_time), batches change size from one to the next:
-    # keys still follow the old key order across them, no row is skipped.
-    sizes = itertools.cycle([1, 7, 97, 3, 50])  # 31.6 rows a batch on average
-    monkeypatch.setattr(Batches, "next", lambda self: next(sizes))
-    caplog.set_level(logging.DEBUG, logger="alembic.sqla_ids.migration")
-    writer = _run_with_writer(pg, False, "all")
-    _check(pg, writer)
-    # About 3,300 parents and children: some 100 batches of those sizes (35
-    # of the 97 rows a batch_size gives).
-    batches = [r for r in caplog.messages if re.search(r": backfill took", r)]
-    assert len(batches) > 80
-    with pg.connect() as conn:
-        keys = conn.execute(
-            sa.text('SELECT CAST(id AS text) FROM "shop s" WHERE id_old <= :n ORDER BY id_old'),
-            {"n": SHOPS},
-        ).scalars()
-        seeded = list(keys)
-        assert len(seeded) > SHOPS // 2 and seeded == sorted(seeded)
+    def migrate() -> None:
+        _check(pg, _run_with_writer(pg, False, "all"))
+
+    check_changing_batch_sizes(pg, migrate, monkeypatch, caplog)
 
 
 def test_backfill_ends_while_the_application_inserts_faster_than_it(
@@ -348,7 +339,6 @@ def test_online_is_refused_on_sqlite(sqlite_engine: Engine) -> None:
 
 
 def _no_positions(lines: list[str]) -> list[str]:
-    import re
 
     # Sequences moved on: the writer inserted rows meanwhile.
     lines = [

@@ -9,7 +9,6 @@ names, comments and indexes the tables had.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import re
 import threading
@@ -18,13 +17,21 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from online_app import SHOPS, SHOPS_SQL, Flood, Writer, check_relations, mariadb_schema
+from online_app import (
+    SHOPS,
+    SHOPS_SQL,
+    Flood,
+    Writer,
+    check_changing_batch_sizes,
+    check_relations,
+    mariadb_schema,
+    seeded_keys,
+)
 from sqlalchemy.engine import Engine
 
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
 from sqla_ids.migration import online as online_module
-from sqla_ids.migration.progress import Batches
 from sqla_ids.migration.state import steps
 
 
@@ -158,36 +165,17 @@ def test_killed_during_backfill_then_resumed(mdb: Engine, monkeypatch: pytest.Mo
     monkeypatch.setattr(online_module.OnlineRun, "pause", original)
     writer = _run_with_writer(mdb, False, "all")
     _check(mdb, writer)
-    with mdb.connect() as conn:
-        keys = conn.execute(
-            sa.text("SELECT CAST(id AS CHAR) FROM `shop s` WHERE id_old <= :n ORDER BY id_old"),
-            {"n": SHOPS},
-        ).scalars()
-        seeded = list(keys)
-        assert seeded == sorted(seeded)  # backfilled keys follow the old key order
+    seeded = seeded_keys(mdb)
+    assert seeded == sorted(seeded)  # backfilled keys follow the old key order
 
 
 def test_batches_of_changing_sizes_with_the_application_writing(
     mdb: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Sized by time (batch_time), batches change size from one to the next:
-    # keys still follow the old key order across them, no row is skipped.
-    sizes = itertools.cycle([1, 7, 97, 3, 50])  # 31.6 rows a batch on average
-    monkeypatch.setattr(Batches, "next", lambda self: next(sizes))
-    caplog.set_level(logging.DEBUG, logger="alembic.sqla_ids.migration")
-    writer = _run_with_writer(mdb, False, "all")
-    _check(mdb, writer)
-    # About 3,300 parents and children: some 100 batches of those sizes (35
-    # of the 97 rows a batch_size gives).
-    batches = [r for r in caplog.messages if re.search(r": backfill took", r)]
-    assert len(batches) > 80
-    with mdb.connect() as conn:
-        keys = conn.execute(
-            sa.text("SELECT CAST(id AS CHAR) FROM `shop s` WHERE id_old <= :n ORDER BY id_old"),
-            {"n": SHOPS},
-        ).scalars()
-        seeded = list(keys)
-        assert len(seeded) > SHOPS // 2 and seeded == sorted(seeded)
+    def migrate() -> None:
+        _check(mdb, _run_with_writer(mdb, False, "all"))
+
+    check_changing_batch_sizes(mdb, migrate, monkeypatch, caplog)
 
 
 def test_backfill_ends_while_the_application_inserts_faster_than_it(
