@@ -424,10 +424,16 @@ def _during(steps: list[tuple[float, float, str]], start: float, took: float) ->
 def _blamed(w: dict[str, Any], r: dict[str, Any]) -> list[str]:
     """The slowest application statements (up to 5), each with its migration step."""
     slow = sorted(w["slow"] + r["slow"], key=lambda s: -s[1])[:5]
+    # When it began (wall clock, UTC): to match a stall with the server's counters.
     return [
-        f"{took * 1000:.0f} ms: {_during(w['steps'], start, took)} [{who}]"
+        f"{took * 1000:.0f} ms at {_clock(start)}: {_during(w['steps'], start, took)} [{who}]"
         for start, took, who in slow
     ]
+
+
+def _clock(seconds: float) -> str:
+    """``HH:MM:SS.s`` (UTC) of a ``time.time()`` value."""
+    return time.strftime("%H:%M:%S", time.gmtime(seconds)) + f"{seconds % 1:.1f}"[1:]
 
 
 def _summary(seconds: float, w: dict[str, Any], r: dict[str, Any], check: str) -> dict[str, Any]:
@@ -547,6 +553,8 @@ def _report(db: Database, args: argparse.Namespace, results: dict[str, Any]) -> 
         f"{db.name}, parent {args.parents:,} rows, child_a and child_b {args.children:,} rows"
         f" each, batch {args.batch_size:,}"
         + (f" or {args.batch_time:g} s" if args.batch_time else "")
+        + (f", nice_ratio {args.nice_ratio:g}" if args.nice_ratio else "")
+        + (f", batch_pause {args.batch_pause:g} s" if args.batch_pause else "")
         + (f", metadata_lock_wait {args.metadata_lock_wait:g} s" if args.metadata_lock_wait else "")
     )
 
@@ -608,6 +616,19 @@ def main(argv: list[str] | None = None) -> int:
         " 0: every batch takes --batch-size rows",
     )
     parser.add_argument(
+        "--nice-ratio",
+        type=float,
+        default=PkMigrationOptions().nice_ratio,
+        help="rest this many times each backfill batch's time after it"
+        " (PkMigrationOptions.nice_ratio)",
+    )
+    parser.add_argument(
+        "--batch-pause",
+        type=float,
+        default=PkMigrationOptions().batch_pause,
+        help="seconds to sleep between backfill batches (PkMigrationOptions.batch_pause)",
+    )
+    parser.add_argument(
         "--metadata-lock-wait",
         type=float,
         default=0.0,
@@ -642,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
                         online=True,
                         batch_size=args.batch_size,
                         batch_time=args.batch_time,
+                        nice_ratio=args.nice_ratio,
+                        batch_pause=args.batch_pause,
                         metadata_lock_wait=args.metadata_lock_wait,
                     ),
                 )

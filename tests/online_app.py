@@ -13,7 +13,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
@@ -190,6 +191,19 @@ class Writer(threading.Thread):
                     sa.text(f"SELECT note FROM {self.shops} WHERE id = ({shop_of})"),
                     {"s": self._shop()},
                 ).all()
+
+
+@contextmanager
+def running(app: threading.Thread, stop: threading.Event) -> Iterator[None]:
+    """``app`` writing before, during and after the block (then stopped)."""
+    app.start()
+    try:
+        time.sleep(0.3)
+        yield
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        app.join()
 
 
 def check_relations(engine: Engine, writer: Writer) -> None:

@@ -77,3 +77,31 @@ def test_batch_time_is_an_option_in_seconds() -> None:
     assert PkMigrationOptions(batch_time=0).to_dict() == {"batch_time": 0}
     with pytest.raises(ValueError, match="batch_time must be a number of seconds"):
         PkMigrationOptions(batch_time=-1)
+
+
+def test_each_batch_is_followed_by_a_rest_in_proportion_to_its_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    rests: list[float] = []
+    batches = Batches(
+        "t.c", 1_000, largest=500, target=0, pause=lambda: None, nice_ratio=1.5, sleep=rests.append
+    )
+    for took in (0.4, 0.2):
+        batches.next()
+        clock[0] += took
+        batches.done(500)
+    assert rests == pytest.approx([0.6, 0.3])
+    quiet = Batches("t.c", 10, largest=5, target=0, pause=lambda: None, sleep=rests.append)
+    quiet.next()
+    quiet.done(5)
+    assert len(rests) == 2  # nice_ratio 0: no rest
+
+
+def test_nice_ratio_is_a_bounded_number() -> None:
+    assert PkMigrationOptions().nice_ratio == 0
+    assert PkMigrationOptions(nice_ratio=1).to_dict() == {"nice_ratio": 1}
+    for wrong in (-0.5, 101, True, "1"):
+        with pytest.raises(ValueError, match="nice_ratio must be a number from 0 to 100"):
+            PkMigrationOptions(nice_ratio=wrong)  # type: ignore[arg-type]

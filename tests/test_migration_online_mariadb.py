@@ -25,6 +25,7 @@ from online_app import (
     check_changing_batch_sizes,
     check_relations,
     mariadb_schema,
+    running,
     seeded_keys,
 )
 from sqlalchemy.engine import Engine
@@ -128,18 +129,42 @@ def test_every_phase_with_the_application_writing(mdb: Engine) -> None:
         conn.commit()
 
 
-def test_what_it_cannot_do_is_refused_before_anything_changes(mdb: Engine) -> None:
+@pytest.mark.parametrize(
+    ("create", "table", "reason"),
+    [
+        (
+            "CREATE TABLE legacy (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+            "legacy",
+            "legacy is not an InnoDB table",
+        ),
+        # InnoDB has no instant column change for this format: the swap would
+        # rebuild the tables while holding them locked.
+        (
+            "CREATE TABLE `packed ``p``` (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT)"
+            " ROW_FORMAT=COMPRESSED",
+            "packed `p`",
+            "packed `p` has ROW_FORMAT=COMPRESSED",
+        ),
+        (
+            "CREATE TABLE `notes ü` (id BIGINT AUTO_INCREMENT PRIMARY KEY, v TEXT,"
+            " FULLTEXT KEY (v))",
+            "notes ü",
+            "notes ü has a FULLTEXT index",
+        ),
+    ],
+)
+def test_what_it_cannot_do_is_refused_before_anything_changes(
+    mdb: Engine, create: str, table: str, reason: str
+) -> None:
+    quoted = "`" + table.replace("`", "``") + "`"
     with mdb.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE legacy (id INT PRIMARY KEY, v INT) ENGINE=MyISAM")
-        conn.exec_driver_sql("INSERT INTO legacy VALUES (1, 1)")
-    with (
-        pytest.raises(MigrationRefusedError, match="legacy is not an InnoDB table"),
-        mdb.connect() as conn,
-    ):
-        migrate_pk_to_uuid7(conn, "legacy", PkMigrationOptions(online=True))
+        conn.exec_driver_sql(create)
+        conn.exec_driver_sql(f"INSERT INTO {quoted} VALUES (1, 1)")
+    with pytest.raises(MigrationRefusedError, match=reason), mdb.connect() as conn:
+        migrate_pk_to_uuid7(conn, table, PkMigrationOptions(online=True))
     with mdb.connect() as conn:
-        assert "legacy" not in steps(conn)
-        columns = conn.exec_driver_sql("SHOW COLUMNS FROM legacy").scalars().all()
+        assert table not in steps(conn)
+        columns = conn.exec_driver_sql(f"SHOW COLUMNS FROM {quoted}").scalars().all()
         assert columns == ["id", "v"]
 
 
@@ -393,6 +418,121 @@ def test_online_downgrade_after_the_swap_with_the_application_writing(mdb: Engin
     assert len(kept) >= SHOPS // 2
     current = {row[1]: row for row in now["shop s"]}
     assert [(row, current.get(row[1])) for row in kept if row not in now["shop s"]][:3] == []
+
+
+class _ShopThenItem(threading.Thread):
+    """An application whose every transaction inserts a shop and, a moment later,
+    an item of it. Writing a shop takes a metadata lock on ``item`` too (MariaDB
+    locks a foreign key's other table), so a DDL statement on ``item`` waiting
+    for its metadata lock in between makes MariaDB roll this transaction back
+    (error 1213: its deadlock detector always sacrifices the DML)."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(daemon=True)
+        self.engine = engine
+        self.stop = threading.Event()
+        self.failures: list[str] = []
+        self.items: list[str] = []
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(
+                        sa.text(f"INSERT INTO {SHOPS_SQL} (name) VALUES (:s)"), {"s": f"t{n}"}
+                    )
+                    time.sleep(0.03)
+                    conn.execute(
+                        sa.text(
+                            f"INSERT INTO item (shop_id, label) VALUES"
+                            f" ((SELECT id FROM {SHOPS_SQL} WHERE name = :s), :s)"
+                        ),
+                        {"s": f"t{n}"},
+                    )
+                self.items.append(f"t{n}")
+            except sa.exc.DBAPIError as error:
+                self.failures.append(f"{n}: {str(error.orig).splitlines()[0]}")
+            time.sleep(0.002)
+
+
+def _table_ids(conn: sa.Connection) -> dict[str, int]:
+    """InnoDB's id of each child table: a rebuild gives it a new one."""
+    return dict(
+        conn.exec_driver_sql(
+            "SELECT SUBSTRING_INDEX(NAME, '/', -1), TABLE_ID"
+            " FROM information_schema.INNODB_SYS_TABLES"
+            " WHERE NAME IN (CONCAT(DATABASE(), '/item'), CONCAT(DATABASE(), '/review'))"
+        ).all()
+    )
+
+
+def test_online_downgrade_rebuilds_no_child_while_shops_and_their_items_are_written(
+    mdb: Engine,
+) -> None:
+    """The downgrade's only statement that waits for a metadata lock
+    (``metadata_lock_wait``) is the parent's rebuild: each child keeps its
+    ``NOT NULL`` and gets its parked indexes back by renaming, so no child is
+    rebuilt or indexed, and no transaction writing a shop then its item is
+    rolled back."""
+
+    _migrate(mdb, "prepare", metadata_lock_wait=1)
+    _migrate(mdb, "swap", metadata_lock_wait=1)
+    with mdb.connect() as conn:
+        before = _table_ids(conn)
+        create = conn.exec_driver_sql("SHOW CREATE TABLE item").one()[1]
+    # Parked next to the old values, which stay NOT NULL (the triggers fill them).
+    assert re.search(r"`sqla_ids_old_\d+` bigint\(20\) NOT NULL", create), create
+    assert re.search(r"KEY `sqla_ids_ixo_\w+` \(`sqla_ids_old_\d+`,`label`\)", create), create
+    app = _ShopThenItem(mdb)
+    with running(app, app.stop), mdb.connect() as conn:
+        restore_pk_from_uuid7(conn, "shop s")
+    assert app.failures == []
+    assert len(app.items) > 10
+    with mdb.connect() as conn:
+        assert _table_ids(conn) == before  # no child rebuilt
+        found = dict(
+            conn.execute(
+                sa.text(
+                    f"SELECT i.label, s.name FROM item i JOIN {SHOPS_SQL} s"
+                    " ON s.id = i.shop_id WHERE i.label LIKE :written"
+                ),
+                {"written": "t%"},
+            ).all()
+        )
+        create = conn.exec_driver_sql("SHOW CREATE TABLE item").one()[1]
+    assert found == {label: label for label in app.items}
+    assert "sqla_ids" not in create and "`shop_id` bigint(20) NOT NULL" in create
+
+
+def test_contract_while_shops_and_their_items_are_written(mdb: Engine) -> None:
+    """The contract's statements (triggers, parked indexes and old values
+    dropped) run with the tables locked once: an application that always has
+    a transaction open on them leaves free only instants, too few to find one
+    for each statement."""
+    _migrate(mdb, "prepare", metadata_lock_wait=1)
+    _migrate(mdb, "swap", metadata_lock_wait=1)
+    with mdb.connect() as conn:
+        before = _table_ids(conn)
+    app = _ShopThenItem(mdb)
+    with running(app, app.stop):
+        _migrate(mdb, "contract")
+    assert app.failures == []
+    assert len(app.items) > 10
+    with mdb.connect() as conn:
+        create = conn.exec_driver_sql("SHOW CREATE TABLE item").one()[1]
+        # Only the new key's default is left (the sync triggers are gone).
+        assert conn.exec_driver_sql("SHOW TRIGGERS").scalars().all() == ["shop s_id_uuid7"]
+        assert _table_ids(conn) == before  # no child rebuilt
+        orphans = conn.exec_driver_sql(
+            f"SELECT COUNT(*) FROM item i LEFT JOIN {SHOPS_SQL} s ON s.id = i.shop_id"
+            " WHERE s.id IS NULL"
+        ).scalar_one()
+        recorded = steps(conn)
+    assert "sqla_ids" not in create and "`shop_id` uuid NOT NULL" in create
+    assert orphans == 0
+    assert recorded["shop s"] == "done"
 
 
 def test_undo_retried_after_it_dropped_the_mapping(

@@ -95,8 +95,8 @@ class MigratePkToUUID7Op(MigrateOperation):
 
         ``online=True`` migrates while the application keeps writing (PostgreSQL
         and MariaDB; see docs/migration.md, "Online migration"), with
-        ``lock_timeout``, ``batch_pause``, ``batch_time``, ``swap_attempts`` and (MariaDB)
-        ``metadata_lock_wait``; ``phase`` then runs
+        ``lock_timeout``, ``batch_pause``, ``batch_time``, ``nice_ratio``,
+        ``swap_attempts`` and (MariaDB) ``metadata_lock_wait``; ``phase`` then runs
         ``"prepare"`` (expand, backfill, indexes and foreign keys, verified),
         ``"swap"`` or ``"contract"`` alone -- one per revision across deploys --
         or ``"all"``. Online steps commit on their own (an autocommit block).

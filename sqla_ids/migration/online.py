@@ -63,6 +63,7 @@ class OnlineRun:
         self.attempts = options.swap_attempts
         self.batch_pause = options.batch_pause
         self.batch_time = options.batch_time
+        self.nice_ratio = options.nice_ratio
         self.metadata_lock_wait = options.metadata_lock_wait
         self.retries = 0
         """Lock timeouts met (and retried) so far."""
@@ -152,9 +153,15 @@ class OnlineRun:
 
     def batches(self, step: str, total: int) -> Batches:
         """The batches of a backfill step: sized by ``batch_time`` up to
-        ``batch_size``, progress through Alembic's logger, ``batch_pause``."""
+        ``batch_size``, progress through Alembic's logger, ``nice_ratio`` and
+        ``batch_pause``."""
         return Batches(
-            step, total, largest=self.plan.batch_size, target=self.batch_time, pause=self.pause
+            step,
+            total,
+            largest=self.plan.batch_size,
+            target=self.batch_time,
+            pause=self.pause,
+            nice_ratio=self.nice_ratio,
         )
 
     def step(self, work: Callable[[Connection], None], reached: str, what: str) -> None:

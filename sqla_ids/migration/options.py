@@ -63,6 +63,10 @@ class PkMigrationOptions:
     waits for. Batches start at 100 rows (or ``batch_size`` if fewer) and
     follow the measured rate, at most ``batch_size`` rows; ``0``: every batch
     takes ``batch_size`` rows.
+    ``nice_ratio``: after each online backfill batch, rest this many times
+    the time the batch took (gh-ost's ``--nice-ratio``): ``1`` halves the
+    backfill's share of the server's time and I/O, and about doubles its
+    duration; ``0``: no rest.
     ``swap_attempts``: how many times a lock-timed-out step is retried, with
     exponential backoff, before the migration stops (resumable).
     ``metadata_lock_wait``: MariaDB only: seconds (whole, at most
@@ -72,7 +76,9 @@ class PkMigrationOptions:
     always has a transaction open on it may never find its moment. Waiting
     lets it finish there, at a price: MariaDB then rolls back (error 1213) an
     application transaction that reads that table and then writes it while
-    the rebuild waits.
+    the rebuild waits -- for a child's rebuild, also one that writes a parent
+    and then that child. The online downgrade's only such statement is the
+    parent's rebuild.
     """
 
     timestamp_column: str | None = None
@@ -90,6 +96,7 @@ class PkMigrationOptions:
     lock_timeout: float = 2.0
     batch_pause: float = 0.0
     batch_time: float = 0.5
+    nice_ratio: float = 0.0
     swap_attempts: int = 20
     metadata_lock_wait: float = 0.0
 
@@ -117,6 +124,9 @@ class PkMigrationOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
+        ratio = self.nice_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 100:
+            raise ValueError(f"nice_ratio must be a number from 0 to 100, got {ratio!r}")
         if self.lock_timeout == 0:
             raise ValueError("lock_timeout must be more than 0 seconds (0 means no limit)")
         if self.metadata_lock_wait > self.lock_timeout:

@@ -77,13 +77,17 @@ class Batches:
         largest: int,
         target: float,
         pause: Callable[[], None],
+        nice_ratio: float = 0.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.progress = Progress(step, total)
         self.largest = largest
         self.target = target
+        self.nice_ratio = nice_ratio
         self.size = min(largest, FIRST_BATCH) if target > 0 else largest
         """Rows the next batch should take."""
         self._pause = pause
+        self._sleep = sleep
         self._started = time.monotonic()
 
     def next(self) -> int:
@@ -92,9 +96,12 @@ class Batches:
         return self.size
 
     def done(self, rows: int) -> None:
-        """The batch covered ``rows`` rows: resize, count progress, pause."""
+        """The batch covered ``rows`` rows: resize, count progress, rest
+        ``nice_ratio`` times the batch's time, pause."""
         took = time.monotonic() - self._started
         self.size = next_batch_size(self.size, rows, took, self.target, self.largest)
         left = max(self.progress.total - self.progress.done, 0)
         self.progress.advance(min(rows, left))
+        if self.nice_ratio > 0:
+            self._sleep(took * self.nice_ratio)
         self._pause()

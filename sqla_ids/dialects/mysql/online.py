@@ -30,8 +30,9 @@ exclusive metadata lock, bounded by ``lock_wait_timeout``):
   added again under their names, columns and indexes renamed, the new key's
   default and ``BEFORE INSERT`` trigger, triggers turned round so the old
   columns stay in step until the contract.
-* **contract**: drop those triggers and the children's old columns (an
-  instant ``DROP COLUMN``). The parent keeps ``<key>_old`` (unique) and the
+* **contract**: under ``LOCK TABLES`` again, drop those triggers, the
+  indexes the swap parked and the children's old columns (an instant ``DROP
+  COLUMN``). The parent keeps ``<key>_old`` (unique) and the
   mapping table, as the offline migration does.
 
 Lock waits: a statement of the migration never waits for a metadata lock (it
@@ -73,6 +74,10 @@ _BATCH = "sqla_ids_online_batch"
 
 # Backfill sweeps before giving up on rows that keep moving.
 _SWEEPS = 5
+
+# The default of a UUID column between the undo of the swap and its removal:
+# 32 hex digits, which native UUID and CHAR(32) columns both take.
+_NO_UUID = "0" * 32
 
 # With the tables locked (swap, unswap): how long one statement waits for a
 # metadata lock held by a background thread or a transaction on a linked
@@ -180,6 +185,31 @@ def _nullable(body: str) -> str:
     return body.replace(" NOT NULL", " NULL", 1)
 
 
+def _parked_index(plan: PkMigrationPlan, number: int) -> str:
+    """Where the swap parks an original index over a column leaving (see
+    :meth:`MariaDBOnline._index_swap`) until the contract drops it."""
+    return object_name(plan, "ixo", number)
+
+
+def _old_values_stay_not_null(plan: PkMigrationPlan) -> bool:
+    """Whether a ``NOT NULL`` reference's old values stay ``NOT NULL`` from the
+    swap to the contract.
+
+    Between the two, the triggers fill a child's old column from its parent's
+    ``<key>_old``, which an ``AUTO_INCREMENT`` key numbers for every new
+    parent: the column never needs a ``NULL``. Leaving it ``NOT NULL`` spares
+    the online downgrade a rebuild of every such child to make it ``NOT NULL``
+    again -- a rebuild that must take the child's metadata lock, which every
+    application transaction writing the parent holds too (MariaDB locks a
+    foreign key's other table), so that waiting for it makes MariaDB roll back
+    the application's transaction that writes a parent and then its child.
+    Without ``AUTO_INCREMENT``, new parents have no old key; columns kept
+    after the contract (``keep_child_old_columns``) outlive the triggers: both
+    become nullable at the prepare, as before.
+    """
+    return plan.default.kind == "auto_increment" and not plan.keep_child_old_columns
+
+
 class MariaDBOnline(OnlineStrategy):
     """Online key migration on MariaDB (see the module docstring)."""
 
@@ -205,15 +235,42 @@ class MariaDBOnline(OnlineStrategy):
                 + "); use the offline mode"
             )
         for table in plan.affected_tables:
-            engine = connection.execute(
+            engine, row_format = connection.execute(
                 sa.text(
-                    "SELECT ENGINE FROM information_schema.TABLES"
+                    "SELECT ENGINE, ROW_FORMAT FROM information_schema.TABLES"
                     " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = :t"
                 ),
                 {"t": table},
-            ).scalar()
+            ).one()
             if str(engine or "").lower() != "innodb":
                 problems.append(f"{table} is not an InnoDB table ({engine}): no online rebuild")
+            else:
+                # The swap and the contract change columns with the tables
+                # locked, which is brief only where the change is metadata
+                # only: InnoDB has no instant column change for this format,
+                # nor for a table with a FULLTEXT index (its hidden document
+                # id column).
+                fulltext = connection.execute(
+                    sa.text(
+                        "SELECT COUNT(*) FROM information_schema.STATISTICS"
+                        " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = :t"
+                        " AND INDEX_TYPE = 'FULLTEXT'"
+                    ),
+                    {"t": table},
+                ).scalar_one()
+                why = (
+                    "ROW_FORMAT=COMPRESSED"
+                    if str(row_format or "").lower() == "compressed"
+                    else "a FULLTEXT index"
+                    if fulltext
+                    else ""
+                )
+                if why:
+                    problems.append(
+                        f"{table} has {why}: InnoDB cannot rename, move or drop its"
+                        " columns without a rebuild, which the swap would do with the"
+                        " tables locked"
+                    )
         for ref in plan.references:
             if len(ref.columns) > 1:
                 problems.append(
@@ -639,7 +696,8 @@ class MariaDBOnline(OnlineStrategy):
         self, ctx: OnlineContext, plan: PkMigrationPlan, table: str, sides: Sides
     ) -> None:
         """The indexes of ``table`` over affected columns built again over the
-        columns replacing them (no rebuild of the table: ``LOCK=NONE``)."""
+        columns replacing them (no rebuild of the table: ``LOCK=NONE``). Undoing
+        the swap, an original index parked by it needs no build."""
 
         def clauses(connection: Connection) -> list[str]:
             existing = _indexes(connection, table)
@@ -648,7 +706,7 @@ class MariaDBOnline(OnlineStrategy):
                 if dep.table != table or dep.kind == "primary":
                     continue
                 name = object_name(plan, "ix", number)
-                if name in existing:
+                if name in existing or (not sides.up and _parked_index(plan, number) in existing):
                     continue
                 cols = ", ".join(
                     _q(connection, sides.new_column(dep.table, c)) for c in dep.columns
@@ -804,8 +862,8 @@ class MariaDBOnline(OnlineStrategy):
 
     def prepare(self, ctx: OnlineContext) -> None:
         """The children's new columns ``NOT NULL`` where the old ones are, and the
-        old ones nullable (the application stops writing them at the swap), in
-        one online rebuild per child."""
+        old ones nullable where new rows may have no old value (see
+        :func:`_old_values_stay_not_null`), in one online rebuild per child."""
         self._child_nulls(ctx, Sides(ctx.plan, up=True))
 
     def _child_nulls(self, ctx: OnlineContext, sides: Sides) -> None:
@@ -826,13 +884,17 @@ class MariaDBOnline(OnlineStrategy):
                     if definition is not None and definition.comment
                     else ""
                 )
-                result = []
-                if not ref.nullable and columns[new]["nullable"]:
+                result: list[str] = []
+                if ref.nullable:
+                    return result
+                if columns[new]["nullable"]:
                     type_sql = uuid_type_sql(connection) + " NOT NULL" if sides.up else body
                     result.append(f"MODIFY COLUMN {_q(connection, new)} {type_sql}{comment}")
-                if not ref.nullable and not columns[old]["nullable"]:
-                    type_sql = uuid_type_sql(connection) + " NULL" if not sides.up else body
-                    result.append(f"MODIFY COLUMN {_q(connection, old)} {_nullable(type_sql)}")
+                # Coming down, the UUID column leaving needs no change: the swap
+                # back gives it a default, the undo then drops it.
+                leaving_nullable = columns[old]["nullable"]
+                if sides.up and not _old_values_stay_not_null(plan) and not leaving_nullable:
+                    result.append(f"MODIFY COLUMN {_q(connection, old)} {_nullable(body)}")
                 return result
 
             todo = ctx.transaction(clauses, "null check")
@@ -982,7 +1044,7 @@ class MariaDBOnline(OnlineStrategy):
                 ]
             # A self-reference's indexes move with its foreign key, in step 2.
             self_references = {r.column for _, r in references(plan) if r.table == plan.table}
-            clauses += self._index_swap(connection, plan, plan.table, self_references)
+            clauses += self._index_swap(connection, plan, plan.table, sides, self_references)
             execute_sql(
                 connection,
                 f"ALTER TABLE {q(plan.table)} {', '.join(clauses)}, ALGORITHM=NOCOPY",
@@ -1000,19 +1062,29 @@ class MariaDBOnline(OnlineStrategy):
                 comment = definition.comment if definition is not None else ""
                 if sides.up:
                     type_sql = f"{uuid_sql} {'NULL' if ref.nullable else 'NOT NULL'}"
+                    leaving = f"RENAME COLUMN {q(ref.column)} TO {q(parked)}"
                 else:
                     type_sql = _body(plan, ref.table, ref.column)
+                    # No trigger fills the UUID column leaving: a default (metadata
+                    # only; making it nullable would rebuild the table) lets the
+                    # application insert should the undo be stopped before it
+                    # drops the column (the lock ends with the connection).
+                    leaving = f"CHANGE COLUMN {q(ref.column)} {q(parked)} {uuid_sql}" + (
+                        " NULL"
+                        if columns[ref.column]["nullable"]
+                        else f" NOT NULL DEFAULT '{_NO_UUID}'"
+                    )
                 clauses = [
                     *(
                         [f"DROP FOREIGN KEY IF EXISTS {q(ref.constraint)}"]
                         if ref.constraint
                         else []
                     ),
-                    f"RENAME COLUMN {q(ref.column)} TO {q(parked)}",
+                    leaving,
                     f"CHANGE COLUMN {q(new)} {q(ref.column)} {type_sql}"
                     + (f" COMMENT {literal(connection, comment)}" if comment else "")
                     + self._position(connection, plan, ref.table, ref.column),
-                    *self._index_swap(connection, plan, ref.table),
+                    *self._index_swap(connection, plan, ref.table, sides),
                 ]
                 execute_sql(
                     connection,
@@ -1033,21 +1105,37 @@ class MariaDBOnline(OnlineStrategy):
         connection: Connection,
         plan: PkMigrationPlan,
         table: str,
+        sides: Sides,
         later: set[str] | frozenset[str] = frozenset(),
     ) -> list[str]:
-        """Drop the indexes over the columns leaving, give the rebuilt ones their
-        names (not yet those over a column in ``later``)."""
+        """The indexes over the columns arriving take the names of those over the
+        columns leaving (not yet those over a column in ``later``), by renaming.
+
+        Going up, each original index is parked under another name, next to its
+        column, rather than dropped: the triggers keep that column in step
+        until the contract, so the index stays right, and the online downgrade
+        renames it back instead of building it again (an index build must get
+        the table's metadata lock at its end). The contract drops it. Coming
+        down, the UUID column's index goes (the undo drops the column).
+        """
+        q = partial(_q, connection)
         existing = _indexes(connection, table)
         clauses = []
         for number, dep in rebuilt(plan):
-            built = object_name(plan, "ix", number)
-            if dep.table != table or dep.kind == "primary" or built not in existing:
+            if dep.table != table or dep.kind == "primary" or later & set(dep.columns):
                 continue
-            if later & set(dep.columns):
+            built, parked = object_name(plan, "ix", number), _parked_index(plan, number)
+            # Coming down, the parked original if the swap parked it (an older
+            # swap dropped it: the downgrade built it again).
+            arriving = parked if not sides.up and parked in existing else built
+            if arriving not in existing:
                 continue
             if dep.name in existing:
-                clauses.append(f"DROP INDEX {_q(connection, dep.name)}")
-            clauses.append(f"RENAME INDEX {_q(connection, built)} TO {_q(connection, dep.name)}")
+                if sides.up and parked not in existing:
+                    clauses.append(f"RENAME INDEX {q(dep.name)} TO {q(parked)}")
+                else:
+                    clauses.append(f"DROP INDEX {q(dep.name)}")
+            clauses.append(f"RENAME INDEX {q(arriving)} TO {q(dep.name)}")
         return clauses
 
     def _position(
@@ -1066,16 +1154,52 @@ class MariaDBOnline(OnlineStrategy):
     # --- contract ------------------------------------------------------------------
 
     def contract(self, connection: Connection, plan: PkMigrationPlan) -> None:
-        """Drop the sync triggers and the children's old columns (unless kept)."""
-        self._drop_triggers(connection, plan)
-        if plan.keep_child_old_columns:
-            return
-        for n, ref in references(plan):
-            execute_sql(
-                connection,
-                f"ALTER TABLE {_q(connection, ref.table)} DROP COLUMN IF EXISTS"
-                f" {_q(connection, child_old(plan, n, ref))}, ALGORITHM=INPLACE, LOCK=NONE",
-            )
+        """Drop the sync triggers, the indexes the swap parked and the children's
+        old columns (unless kept): metadata only, with the tables locked once
+        (each statement needs its table's metadata lock, which an application
+        that always has a transaction open leaves free only for an instant --
+        too rarely to find one per statement)."""
+        q = partial(_q, connection)
+
+        def work() -> None:
+            if _old_values_stay_not_null(plan):
+                # Until now the triggers filled the old values; a default
+                # (metadata only) fills them for rows inserted after the
+                # triggers' removal, should the migration be stopped before
+                # the columns' (the lock ends with the connection).
+                for n, ref in references(plan):
+                    old = child_old(plan, n, ref)
+                    column = _columns(connection, ref.table).get(old)
+                    if column is not None and not column["nullable"]:
+                        execute_sql(
+                            connection,
+                            f"ALTER TABLE {q(ref.table)} ALTER COLUMN {q(old)} SET DEFAULT 0,"
+                            " ALGORITHM=INSTANT",
+                        )
+            self._drop_triggers(connection, plan)
+            clauses: dict[str, list[str]] = {}
+            for table in plan.affected_tables:
+                existing = _indexes(connection, table)
+                clauses[table] = [
+                    f"DROP INDEX {q(_parked_index(plan, number))}"
+                    for number, dep in rebuilt(plan)
+                    if dep.table == table and _parked_index(plan, number) in existing
+                ]
+            if not plan.keep_child_old_columns:
+                for n, ref in references(plan):
+                    old = child_old(plan, n, ref)
+                    if old in _columns(connection, ref.table):
+                        clauses[ref.table].append(f"DROP COLUMN {q(old)}")
+            for table, todo in clauses.items():
+                if todo:
+                    # NOCOPY: dropping an index or a column never rebuilds the
+                    # table (it would fail here rather than rebuild it locked).
+                    execute_sql(
+                        connection,
+                        f"ALTER TABLE {q(table)} {', '.join(todo)}, ALGORITHM=NOCOPY",
+                    )
+
+        self._locked(connection, plan, work)
 
     # --- undo ----------------------------------------------------------------------
 
@@ -1127,8 +1251,13 @@ class MariaDBOnline(OnlineStrategy):
 
     def unprepare(self, ctx: OnlineContext) -> None:
         """After the swap, before the contract: the old columns refilled where a
-        cascade left them behind, their indexes and foreign keys back, their
-        nullability back, and the primary key back on the old key -- online."""
+        cascade left them behind, their foreign keys back (metadata only), and
+        the primary key back on the old key -- online. Their indexes are parked
+        by the swap and their ``NOT NULL`` kept where the parent's key is
+        ``AUTO_INCREMENT``: then no child is rebuilt, and the one statement
+        that may wait for a metadata lock (``metadata_lock_wait``) is the
+        parent's rebuild. Otherwise (indexes dropped by an older swap, old
+        values nullable) they are built again, online."""
         plan = ctx.plan
 
         def unnumbered(connection: Connection) -> int:
@@ -1156,31 +1285,36 @@ class MariaDBOnline(OnlineStrategy):
         self._move_primary_key(ctx, down)
 
     def unswap(self, connection: Connection, plan: PkMigrationPlan) -> None:
-        """The old columns take their names and roles back (metadata only, tables
-        locked); then the UUID columns, the triggers and the mapping table go."""
+        """The old columns take their names and roles back and the UUID columns go
+        (metadata only, tables locked); then the mapping table goes."""
         down = Sides(plan, up=False)
+        q = partial(_q, connection)
 
         def work() -> None:
             self._drop_triggers(connection, plan)
             for trigger in plan.new_default.triggers:
                 execute_sql(connection, f"DROP TRIGGER IF EXISTS {trigger}")
             self._swap(connection, plan, down)
-
-        self._locked(connection, plan, work)
-        q = partial(_q, connection)
-        for _, ref in references(plan):
-            tmp = plan.temp_column(ref.table, ref.column)
-            if tmp in _columns(connection, ref.table):
+            # Still under the lock: each of these statements needs its table's
+            # metadata lock, which an application writing all the time (a shop
+            # then its item, in one transaction) leaves free only for an
+            # instant -- too rarely to find one per statement, and a statement
+            # waiting for it would make MariaDB roll that transaction back. An
+            # unindexed column's DROP is instant (no rebuild).
+            for _, ref in references(plan):
+                tmp = plan.temp_column(ref.table, ref.column)
+                if tmp in _columns(connection, ref.table):
+                    execute_sql(
+                        connection,
+                        f"ALTER TABLE {q(ref.table)} DROP COLUMN {q(tmp)}, ALGORITHM=INSTANT",
+                    )
+            key_tmp = plan.temp_column(plan.table, plan.column)
+            if key_tmp in _columns(connection, plan.table):
+                # Its unique index goes with it (dropping an index: no rebuild).
                 execute_sql(
                     connection,
-                    f"ALTER TABLE {q(ref.table)} DROP COLUMN {q(tmp)},"
-                    " ALGORITHM=INPLACE, LOCK=NONE",
+                    f"ALTER TABLE {q(plan.table)} DROP COLUMN {q(key_tmp)}, ALGORITHM=NOCOPY",
                 )
-        key_tmp = plan.temp_column(plan.table, plan.column)
-        if key_tmp in _columns(connection, plan.table):
-            execute_sql(
-                connection,
-                f"ALTER TABLE {q(plan.table)} DROP COLUMN {q(key_tmp)},"
-                " ALGORITHM=INPLACE, LOCK=NONE",
-            )
+
+        self._locked(connection, plan, work)
         mapping.mapping_table(plan).drop(connection, checkfirst=True)
