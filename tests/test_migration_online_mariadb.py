@@ -168,6 +168,27 @@ def test_what_it_cannot_do_is_refused_before_anything_changes(
         assert columns == ["id", "v"]
 
 
+def test_a_small_buffer_pool_is_warned_about_before_the_backfill(
+    mdb: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The warning names the server's pool and the tables' size (read from the
+    server); the test's tables are tiny, so the share asked for is raised."""
+    from sqla_ids.dialects.mysql import online as mariadb_online
+
+    real = mariadb_online.pool_advice
+    monkeypatch.setattr(
+        mariadb_online, "pool_advice", lambda pool, tables: real(pool, tables, share=1e6)
+    )
+    with mdb.connect() as conn:
+        pool = conn.exec_driver_sql("SELECT @@innodb_buffer_pool_size").scalar_one()
+    with caplog.at_level(logging.WARNING, logger="alembic.sqla_ids.migration"):
+        _migrate(mdb, "prepare")
+    warned = [r.getMessage() for r in caplog.records if "buffer pool" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith("shop s: the InnoDB buffer pool (")
+    assert f"({pool / 1024 / 1024:,.0f} MB)" in warned[0]
+
+
 def test_killed_during_backfill_then_resumed(mdb: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"n": 0}
     original = online_module.OnlineRun.pause
