@@ -30,7 +30,11 @@ from sqlalchemy.engine import Engine
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
 from sqla_ids.migration import online as online_module
+from sqla_ids.migration.model import TEMP_PREFIX, name_suffix
 from sqla_ids.migration.state import steps
+
+TEMP_KEY = f"{TEMP_PREFIX}{name_suffix('shop s')}_0"
+"""The new key's column before the swap."""
 
 
 @pytest.fixture
@@ -144,7 +148,7 @@ def test_killed_during_backfill_then_resumed(pg: Engine, monkeypatch: pytest.Mon
     with pg.connect() as conn:
         assert steps(conn)["shop s"] == "online:expanded"
         half = conn.exec_driver_sql(
-            'SELECT count(*) FROM "shop s" WHERE sqla_ids_tmp_0 IS NOT NULL'
+            f'SELECT count(*) FROM "shop s" WHERE {TEMP_KEY} IS NOT NULL'
         ).scalar_one()
         assert 0 < half < SHOPS
     monkeypatch.setattr(online_module.OnlineRun, "pause", original)

@@ -33,7 +33,11 @@ from sqlalchemy.engine import Engine
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
 from sqla_ids.migration import online as online_module
+from sqla_ids.migration.model import TEMP_PREFIX, name_suffix
 from sqla_ids.migration.state import steps
+
+TEMP_KEY = f"{TEMP_PREFIX}{name_suffix('shop s')}_0"
+"""The new key's column before the swap."""
 
 
 @pytest.fixture
@@ -205,7 +209,7 @@ def test_killed_during_backfill_then_resumed(mdb: Engine, monkeypatch: pytest.Mo
     with mdb.connect() as conn:
         assert steps(conn)["shop s"] == "online:expanded"
         half = conn.exec_driver_sql(
-            "SELECT COUNT(*) FROM `shop s` WHERE sqla_ids_tmp_0 IS NOT NULL"
+            f"SELECT COUNT(*) FROM `shop s` WHERE {TEMP_KEY} IS NOT NULL"
         ).scalar_one()
         assert 0 < half < SHOPS
     monkeypatch.setattr(online_module.OnlineRun, "pause", original)
@@ -504,8 +508,8 @@ def test_online_downgrade_rebuilds_no_child_while_shops_and_their_items_are_writ
         before = _table_ids(conn)
         create = conn.exec_driver_sql("SHOW CREATE TABLE item").one()[1]
     # Parked next to the old values, which stay NOT NULL (the triggers fill them).
-    assert re.search(r"`sqla_ids_old_\d+` bigint\(20\) NOT NULL", create), create
-    assert re.search(r"KEY `sqla_ids_ixo_\w+` \(`sqla_ids_old_\d+`,`label`\)", create), create
+    assert re.search(r"`sqla_ids_old_\w+` bigint\(20\) NOT NULL", create), create
+    assert re.search(r"KEY `sqla_ids_ixo_\w+` \(`sqla_ids_old_\w+`,`label`\)", create), create
     app = _ShopThenItem(mdb)
     with running(app, app.stop), mdb.connect() as conn:
         restore_pk_from_uuid7(conn, "shop s")

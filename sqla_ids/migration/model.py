@@ -8,6 +8,7 @@ strategies. This module imports neither: data flows from it, not into it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -20,10 +21,18 @@ DEFAULT_OLD_SUFFIX = "_old"
 #: Suffix of the mapping table (``orders`` -> ``orders_uuid7_map``).
 MAPPING_SUFFIX = "_uuid7_map"
 #: Prefix of the temporary columns that hold converted values before they
-#: replace the originals (short and fixed, so no name gets too long).
+#: replace the originals (``sqla_ids_tmp_<hash>_<n>``, see :func:`name_suffix`).
 TEMP_PREFIX = "sqla_ids_tmp_"
 #: Comment put on the old-key column, so people (and autogenerate) can tell.
 OLD_COLUMN_COMMENT = "sqla_ids: old key values of {table}.{column}, kept by the UUIDv7 migration"
+
+
+def name_suffix(table: str) -> str:
+    """Short, stable suffix of the names a migration of ``table`` gives the
+    columns and objects it adds: migrations of two tables that share a child
+    (both prepared, or both swapped, before either is contracted) never
+    collide, and a resumed run finds what an earlier one made."""
+    return hashlib.sha1(table.encode()).hexdigest()[:8]
 
 
 @dataclass
@@ -229,7 +238,7 @@ class PkMigrationPlan:
 
     def temp_column(self, table: str, column: str) -> str:
         """The temporary column that receives ``table.column``'s converted values."""
-        return f"{TEMP_PREFIX}{self.targets().index((table, column))}"
+        return f"{TEMP_PREFIX}{name_suffix(self.table)}_{self.targets().index((table, column))}"
 
     def column_definition(self, table: str, column: str) -> ColumnDefinition | None:
         """The recorded definition of ``table.column`` (MariaDB/MySQL), if any."""

@@ -9,22 +9,26 @@ part in the swap and in its undo.
 
 from __future__ import annotations
 
-import hashlib
+import re
 
-from sqla_ids.migration.model import Dependent, PkMigrationPlan, Reference
+from sqla_ids.migration.model import Dependent, PkMigrationPlan, Reference, name_suffix
 
-__all__ = ["Sides", "child_old", "object_name", "rebuilt", "references"]
-
-
-def _suffix(plan: PkMigrationPlan) -> str:
-    """Short, stable suffix of this migration's object names (several may coexist)."""
-    return hashlib.sha1(plan.table.encode()).hexdigest()[:8]
+__all__ = ["Sides", "child_old", "is_object_name", "object_name", "rebuilt", "references"]
 
 
 def object_name(plan: PkMigrationPlan, kind: str, n: int) -> str:
     """``sqla_ids_<kind>_<hash>_<n>``: names of the objects the online mode creates
     (at most 30 characters: within every database's identifier limit)."""
-    return f"sqla_ids_{kind}_{_suffix(plan)}_{n}"
+    return f"sqla_ids_{kind}_{name_suffix(plan.table)}_{n}"
+
+
+_OBJECT_NAME = re.compile(r"sqla_ids_[a-z]+_[0-9a-f]{8}_[0-9]+")
+
+
+def is_object_name(name: str) -> bool:
+    """Whether ``name`` is one :func:`object_name` gives: an object of some online
+    migration (of this table or another one sharing a child with it)."""
+    return _OBJECT_NAME.fullmatch(name) is not None
 
 
 def references(plan: PkMigrationPlan) -> list[tuple[int, Reference]]:
@@ -46,8 +50,12 @@ def rebuilt(plan: PkMigrationPlan) -> list[tuple[int, Dependent]]:
 
 
 def child_old(plan: PkMigrationPlan, n: int, ref: Reference) -> str:
-    """Where a child's old values stay between the swap and the contract."""
-    return f"{ref.column}_old" if plan.keep_child_old_columns else f"sqla_ids_old_{n}"
+    """Where a child's old values stay between the swap and the contract.
+
+    Named after the migration, not only the position: a child of two parents
+    swapped before either is contracted keeps both parents' old values.
+    """
+    return f"{ref.column}_old" if plan.keep_child_old_columns else object_name(plan, "old", n)
 
 
 class Sides:

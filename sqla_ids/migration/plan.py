@@ -40,6 +40,7 @@ from sqla_ids.migration.model import (
     Reference,
     Routine,
     View,
+    name_suffix,
     refuse,
 )
 from sqla_ids.migration.options import PkMigrationOptions, build_options
@@ -195,11 +196,14 @@ def _check_names(ctx: _Planning) -> None:
     created = [("column", ctx.old_column), ("table", ctx.mapping_table)]
     for t, cols in sorted(ctx.affected.items()):
         t_columns = set(ctx.dialect.columns(ctx.connection, ctx.inspector, t))
-        clashing = sorted(c for c in t_columns if c.startswith(TEMP_PREFIX))
+        # Another migration's temporary columns (a child shared with a table
+        # being migrated online) carry another suffix and are left alone.
+        ours = f"{TEMP_PREFIX}{name_suffix(ctx.table)}_"
+        clashing = sorted(c for c in t_columns if c.startswith(ours))
         if clashing:
             ctx.blockers.add(
-                f"column {t}.{clashing[0]} uses the prefix {TEMP_PREFIX!r} sqla_ids reserves"
-                " for its temporary columns"
+                f"column {t}.{clashing[0]} has a name sqla_ids reserves for this"
+                " migration's temporary columns"
             )
         if opts.keep_child_old_columns and t != ctx.table:
             for c in sorted(cols):

@@ -41,6 +41,7 @@ from sqla_ids.migration.model import (
     View,
     refuse,
 )
+from sqla_ids.migration.online_names import is_object_name
 from sqla_ids.migration.strategies import Fill, execute_sql, literal
 
 IDENTIFIER_QUOTE = "`"
@@ -196,11 +197,15 @@ def column_type_sql(connection: Connection, table: str, column: str) -> str:
     return str(column_type)
 
 
-def _own_trigger(statement: str) -> bool:
-    """The ``BEFORE INSERT`` trigger sqla_ids creates to fill a UUIDv7 key."""
+def _own_trigger(name: str, statement: str) -> bool:
+    """A trigger of sqla_ids: the ``BEFORE INSERT`` trigger filling a UUIDv7 key,
+    or one keeping an online migration's columns in step. The latter fire on
+    this migration's ``UPDATE`` too, harmlessly (they copy a column this
+    migration does not touch): so a table can be migrated online while a
+    table it references is swapped but not yet contracted."""
     from sqla_ids.types.server_functions import UUID7_FUNCTION
 
-    return f"{UUID7_FUNCTION}" in statement
+    return f"{UUID7_FUNCTION}" in statement or is_object_name(name)
 
 
 def find_blockers(
@@ -221,7 +226,7 @@ def find_blockers(
         f"trigger {name} on {t} fires on UPDATE and the migration rewrites every row of {t};"
         " drop it first and recreate it after"
         for name, t, statement in triggers
-        if t in affected and not _own_trigger(statement)
+        if t in affected and not _own_trigger(name, statement)
     ]
     checks = connection.execute(
         sa.text(
@@ -267,7 +272,7 @@ def find_routines(connection: Connection, affected: dict[str, set[str]]) -> list
         )
     ).all()
     for name, on_table, body in triggers:
-        if _own_trigger(str(body)):
+        if _own_trigger(name, str(body)):
             continue
         attached = on_table if on_table in affected else None
         uses = analysis.routine_uses(str(body or ""), attached, affected, IDENTIFIER_QUOTE)
