@@ -219,6 +219,39 @@ def test_killed_during_backfill_then_resumed(mdb: Engine, monkeypatch: pytest.Mo
     assert seeded == sorted(seeded)  # backfilled keys follow the old key order
 
 
+@pytest.mark.parametrize("then", ["resumed", "undone"])
+def test_killed_during_expand(mdb: Engine, monkeypatch: pytest.MonkeyPatch, then: str) -> None:
+    """MariaDB commits each statement of the expand on its own: a run killed
+    after the new columns were added and before the triggers is continued by
+    the next run -- not refused over the columns it left -- or undone."""
+    from dbsnapshot import schema
+
+    from sqla_ids.dialects.mysql.online import MariaDBOnline
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt("killed")
+
+    with mdb.connect() as conn:
+        before = schema(conn)
+    with monkeypatch.context() as patch:
+        patch.setattr(MariaDBOnline, "_sync_triggers", killed)
+        with pytest.raises(KeyboardInterrupt), mdb.connect() as conn:
+            migrate_pk_to_uuid7(conn, "shop s", PkMigrationOptions(online=True))
+    with mdb.connect() as conn:
+        columns = conn.exec_driver_sql("SHOW COLUMNS FROM item").scalars().all()
+        assert any(c.startswith("sqla_ids_tmp_") for c in columns), columns
+        assert steps(conn)["shop s"] == "online:planned"
+    if then == "resumed":
+        writer = _run_with_writer(mdb, False, "all")
+        _check(mdb, writer)
+        return
+    with mdb.connect() as conn:
+        restore_pk_from_uuid7(conn, "shop s")
+        conn.commit()
+        assert "shop s" not in steps(conn)
+        assert schema(conn) == before
+
+
 def test_batches_of_changing_sizes_with_the_application_writing(
     mdb: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

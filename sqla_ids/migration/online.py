@@ -35,14 +35,18 @@ T = TypeVar("T")
 Phase = Literal["all", "prepare", "swap", "contract"]
 PHASES: tuple[str, ...] = ("all", "prepare", "swap", "contract")
 
-# Steps recorded in the state table, in order.
-EXPANDED, BACKFILLED, PREPARED, SWAPPED = (
+# Steps recorded in the state table, in order. PLANNED is recorded before the
+# expand begins: on MariaDB each of its statements commits on its own, and a
+# run killed half-way must find the plan to continue (a new plan would be
+# refused over the columns the killed run added).
+PLANNED, EXPANDED, BACKFILLED, PREPARED, SWAPPED = (
+    "online:planned",
     "online:expanded",
     "online:backfilled",
     "online:prepared",
     "online:swapped",
 )
-_ORDER = ["", EXPANDED, BACKFILLED, PREPARED, SWAPPED, "done"]
+_ORDER = ["", PLANNED, EXPANDED, BACKFILLED, PREPARED, SWAPPED, "done"]
 
 
 class OnlineRun:
@@ -239,6 +243,7 @@ def migrate_online(
                 return plan
             if reached not in _ORDER:
                 raise refuse(f"{table} has an offline migration in progress ({reached})", table)
+            check_recorded(conn, plan, reached)
             logger.info("%s: continuing the online migration after %s", table, reached or "start")
     if dry_run:
         return plan
@@ -249,6 +254,9 @@ def migrate_online(
     started = time.monotonic()
     if reached == "":
         logger.info("%s", plan.describe())
+        run.step(lambda c: None, PLANNED, "plan")
+        reached = PLANNED
+    if reached == PLANNED:
         run.step(lambda c: strategy.expand(c, plan), EXPANDED, "expand")
         reached = EXPANDED
     if reached == EXPANDED:
@@ -272,6 +280,46 @@ def migrate_online(
     run.step(lambda c: strategy.contract(c, plan), "done", "contract")
     logger.info("%s: online migration finished", table)
     return plan
+
+
+def check_recorded(connection: Connection, plan: PkMigrationPlan, reached: str) -> None:
+    """The migrated table must still show the step the state table records: a
+    table dropped and created again (a test database reset without the state
+    table) would otherwise be taken for the migrated one -- "continued" by
+    doing nothing, or swapped back by renaming columns it never had.
+
+    On MariaDB a swap (or its undo) killed half-way leaves either name in
+    place until it runs again: both are accepted from the prepare on.
+    """
+    key_tmp = plan.temp_column(plan.table, plan.column)
+    either = {
+        EXPANDED: [key_tmp],
+        BACKFILLED: [key_tmp],
+        PREPARED: [key_tmp, plan.old_column],
+        SWAPPED: [plan.old_column, key_tmp],
+    }.get(reached)
+    if either is None:
+        return
+    dialect = for_dialect(connection.dialect).migration()
+    inspector = sa.inspect(connection)
+    if not inspector.has_table(plan.table):
+        missing = [f"the table {plan.table}"]
+    else:
+        columns = dialect.columns(connection, inspector, plan.table)
+        missing = [f"{plan.table}.{plan.column}"] if plan.column not in columns else []
+        if not any(c in columns for c in either):
+            missing.append(" or ".join(f"{plan.table}.{c}" for c in either))
+    # (An undo of the swap drops the mapping before it ends: not asked for then.)
+    if reached != SWAPPED and not inspector.has_table(plan.mapping_table):
+        missing.append(f"the mapping table {plan.mapping_table}")
+    if missing:
+        raise refuse(
+            f"the state table records its online migration at {reached}, but"
+            f" {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing: the"
+            " tables were changed outside the migration (dropped and created again?); if so,"
+            f" delete the row of {plan.table!r} from {state.STATE_TABLE} to start over",
+            plan.table,
+        )
 
 
 def _verify(run: OnlineRun, strategy: OnlineStrategy, swapped: bool) -> None:

@@ -26,7 +26,13 @@ from sqlalchemy.engine import Connection
 from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.migration import mapping, state, strategies
-from sqla_ids.migration.online import Phase, abort_online, migrate_online, unswap_online
+from sqla_ids.migration.online import (
+    Phase,
+    abort_online,
+    check_recorded,
+    migrate_online,
+    unswap_online,
+)
 from sqla_ids.migration.options import PkMigrationOptions, build_options
 from sqla_ids.migration.plan import PkMigrationPlan, plan_pk_migration, refuse
 from sqla_ids.migration.progress import logger
@@ -235,6 +241,7 @@ def restore_pk_from_uuid7(connection: Connection, table: str) -> PkMigrationPlan
     step, plan = recorded
     if step.startswith("online:"):
         if step == "online:swapped":
+            check_recorded(connection, plan, step)
             if ours:  # the state read began it: end it, the online steps wait for none
                 connection.rollback()
             return unswap_online(connection, plan)
