@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
 from alembic.autogenerate import renderers
 from alembic.autogenerate.api import AutogenContext
 from alembic.operations import MigrateOperation, Operations
@@ -27,8 +28,10 @@ from alembic.operations import MigrateOperation, Operations
 from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7, state
+from sqla_ids.migration.model import MAPPING_SUFFIX
 from sqla_ids.migration.online import Phase
 from sqla_ids.migration.options import PkMigrationOptions, build_options
+from sqla_ids.migration.progress import logger
 from sqla_ids.migration.runner import migrate_pks_to_uuid7
 
 
@@ -266,7 +269,19 @@ def _restore(operations: Operations, operation: RestorePkFromUUID7Op) -> None:
     refuse_offline(operations, "restore_pk_from_uuid7")
     if operation.dry_run:
         return
-    step = state.steps(operations.get_bind()).get(operation.table_name, "")
+    bind = operations.get_bind()
+    table = operation.table_name
+    step = state.steps(bind).get(table, "")
+    mapping = (operation.options and operation.options.mapping_table) or table + MAPPING_SUFFIX
+    if not step and not sa.inspect(bind).has_table(mapping):
+        # The revisions of one online migration (prepare, swap, contract) are
+        # undone last first, and the latest one's downgrade undoes the whole
+        # migration: the contract's restores the table (offline), the swap's
+        # undoes the swap and the prepare (online). The earlier revisions then
+        # find nothing left -- no record and no mapping table. (A record lost
+        # while the mapping table is still there is refused as before.)
+        logger.info("%s: no UUIDv7 migration recorded, nothing to undo", table)
+        return
     _run(
         operations,
         lambda conn: restore_pk_from_uuid7(conn, operation.table_name),

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.dialects.mysql.online import MariaDBOnline
+from sqla_ids.dialects.mysql.online import MariaDBOnline, old_key_index
 from sqla_ids.migration import analysis, state, strategies
 from sqla_ids.migration.dialect import MigrationDialect
 from sqla_ids.migration.mapping import RawType
@@ -675,6 +675,9 @@ def downgrade_steps(connection: Connection, plan: PkMigrationPlan) -> list[Step]
             position = _position(connection, definition)
             if (table, column) == (plan.table, plan.column):
                 marker = marker or plan.old_column
+                kept = old_key_index(connection, plan)
+                if kept is not None:  # after an online migration's contract
+                    clauses.append(f"DROP INDEX {q(kept)}")
                 clauses += [
                     "DROP PRIMARY KEY",
                     f"DROP COLUMN {q(column)}",

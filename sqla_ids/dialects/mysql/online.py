@@ -192,6 +192,17 @@ def _nullable(body: str) -> str:
     return body.replace(" NOT NULL", " NULL", 1)
 
 
+def old_key_index(connection: Connection, plan: PkMigrationPlan) -> str | None:
+    """The unique index an online migration leaves on the parent's old key
+    (named after it: it keeps the old key unique, and indexed as an
+    ``AUTO_INCREMENT`` column must be, from the backfill on), if it is there.
+    The offline restore after the contract drops it with the old column's name."""
+    if not plan.migration_options.online:
+        return None
+    found = _indexes(connection, plan.table).get(plan.old_column)
+    return plan.old_column if found == [plan.old_column] else None
+
+
 def _parked_index(plan: PkMigrationPlan, number: int) -> str:
     """Where the swap parks an original index over a column leaving (see
     :meth:`MariaDBOnline._index_swap`) until the contract drops it."""
