@@ -31,9 +31,26 @@ def shop(request: pytest.FixtureRequest) -> Engine:
     return engine
 
 
-@pytest.fixture
-def project(shop: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Config:
-    """``sqla-ids alembic init`` and the three revisions of the online migration."""
+OPERATIONS = {
+    "one": (
+        'op.migrate_pk_to_uuid7("shop s", online=True, batch_size=97, phase="{phase}")',
+        'op.restore_pk_from_uuid7("shop s")',
+    ),
+    "many": (
+        'op.migrate_pks_to_uuid7([("shop s", PkMigrationOptions(online=True, batch_size=97))],'
+        ' phase="{phase}")',
+        'op.restore_pks_from_uuid7([("shop s", PkMigrationOptions(online=True))])',
+    ),
+}
+
+
+@pytest.fixture(params=list(OPERATIONS))
+def project(
+    shop: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Config:
+    """``sqla-ids alembic init`` and the three revisions of the online migration,
+    written with ``op.migrate_pk_to_uuid7`` or ``op.migrate_pks_to_uuid7``."""
+    up, down_op = OPERATIONS[request.param]
     monkeypatch.chdir(tmp_path)
     assert main(["alembic", "init", "migrations"]) == 0
     config = Config(str(tmp_path / "alembic.ini"))
@@ -45,6 +62,7 @@ def project(shop: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Co
             textwrap.dedent(
                 f"""
                 from alembic import op
+                from sqla_ids.migration import PkMigrationOptions
 
                 revision = "{revision}"
                 down_revision = {down!r}
@@ -53,11 +71,11 @@ def project(shop: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Co
 
 
                 def upgrade():
-                    op.migrate_pk_to_uuid7("shop s", online=True, batch_size=97, phase="{phase}")
+                    {up.format(phase=phase)}
 
 
                 def downgrade():
-                    op.restore_pk_from_uuid7("shop s")
+                    {down_op}
                 """
             )
         )
@@ -107,3 +125,32 @@ def test_each_revision_then_downgrade_to_base(shop: Engine, project: Config, upt
     assert changed == [] and after[0] == before[0]
     assert after[1:] == before[1:]
     assert "uuid" not in _key_type(shop)
+
+
+def test_the_phase_of_several_tables_is_rendered_and_reversed() -> None:
+    from alembic.autogenerate import render_python_code
+    from alembic.operations import ops
+
+    from sqla_ids.alembic.migrate_pk import MigratePksToUUID7Op
+    from sqla_ids.migration import PkMigrationOptions
+
+    op = MigratePksToUUID7Op([("orders", PkMigrationOptions(online=True))], phase="swap")
+    code = render_python_code(ops.UpgradeOps([op]))
+    assert (
+        "op.migrate_pks_to_uuid7([('orders', sqla_ids.migration.PkMigrationOptions(online=True))],"
+        " phase='swap')"
+    ) in code, code
+    back = op.reverse()
+    assert "phase='swap'" in render_python_code(ops.UpgradeOps([back]))
+    assert back.reverse().phase == "swap"
+
+
+def test_several_tables_in_one_mode_or_refused_first(sqlite_engine: Engine) -> None:
+    from sqla_ids.migration import PkMigrationOptions, migrate_pks_to_uuid7
+
+    online = PkMigrationOptions(online=True)
+    with sqlite_engine.connect() as conn:
+        with pytest.raises(ValueError, match=r"phase='swap' needs online=True .*\(b offline\)"):
+            migrate_pks_to_uuid7(conn, [("a", online), "b"], phase="swap")
+        with pytest.raises(ValueError, match=r"separate calls.*offline here: b"):
+            migrate_pks_to_uuid7(conn, [("a", online), "b"])

@@ -124,45 +124,63 @@ class MigratePkToUUID7Op(MigrateOperation):
 class MigratePksToUUID7Op(MigrateOperation):
     """Migrate several tables' keys, planning every one before changing anything."""
 
-    def __init__(self, tables: list[str | tuple[str, PkMigrationOptions]]) -> None:
+    def __init__(
+        self, tables: list[str | tuple[str, PkMigrationOptions]], *, phase: Phase = "all"
+    ) -> None:
         self.tables = _entries(tables)
+        self.phase = phase
 
     @classmethod
     def migrate_pks_to_uuid7(
-        cls, operations: Operations, tables: list[str | tuple[str, PkMigrationOptions]]
+        cls,
+        operations: Operations,
+        tables: list[str | tuple[str, PkMigrationOptions]],
+        *,
+        phase: Phase = "all",
     ) -> Any:
         """Migrate ``tables`` (names, or ``(name, PkMigrationOptions(...))``) in order.
 
         Every table is planned first and the problems of all of them are
         reported in one refusal, before the first change -- on MariaDB/MySQL,
         whose DDL cannot be rolled back, this is the safe way to migrate
-        several tables in one revision.
+        several tables in one revision. With ``PkMigrationOptions(online=True)``
+        for every table, ``phase`` runs that phase of each (one revision per
+        phase, as for one table); online and offline tables go in separate
+        operations.
         """
-        return operations.invoke(cls(tables))
+        return operations.invoke(cls(tables, phase=phase))
 
     def reverse(self) -> RestorePksFromUUID7Op:
         """The downgrade: restore every table, in reverse order."""
-        return RestorePksFromUUID7Op(self.tables)
+        return RestorePksFromUUID7Op(self.tables, phase=self.phase)
 
 
 @Operations.register_operation("restore_pks_from_uuid7")
 class RestorePksFromUUID7Op(MigrateOperation):
     """Undo ``migrate_pks_to_uuid7``: restore each table's key, last migrated first."""
 
-    def __init__(self, tables: list[str | tuple[str, PkMigrationOptions]]) -> None:
-        # Options are kept only so that reverse() gives back the same upgrade.
+    def __init__(
+        self, tables: list[str | tuple[str, PkMigrationOptions]], *, phase: Phase = "all"
+    ) -> None:
+        # Options and phase are kept only so that reverse() gives back the same upgrade.
         self.tables = _entries(tables)
+        self.phase = phase
 
     @classmethod
     def restore_pks_from_uuid7(
-        cls, operations: Operations, tables: list[str | tuple[str, PkMigrationOptions]]
+        cls,
+        operations: Operations,
+        tables: list[str | tuple[str, PkMigrationOptions]],
+        *,
+        phase: Phase = "all",
     ) -> Any:
-        """Restore the original keys of ``tables`` (given in migration order)."""
-        return operations.invoke(cls(tables))
+        """Restore the original keys of ``tables`` (given in migration order), each
+        as ``op.restore_pk_from_uuid7`` does (online where its migration is)."""
+        return operations.invoke(cls(tables, phase=phase))
 
     def reverse(self) -> MigratePksToUUID7Op:
         """The upgrade again, with each table's options."""
-        return MigratePksToUUID7Op(self.tables)
+        return MigratePksToUUID7Op(self.tables, phase=self.phase)
 
 
 @Operations.register_operation("restore_pk_from_uuid7")
@@ -250,18 +268,20 @@ def _migrate(operations: Operations, operation: MigratePkToUUID7Op) -> None:
 @Operations.implementation_for(MigratePksToUUID7Op)
 def _migrate_many(operations: Operations, operation: MigratePksToUUID7Op) -> None:
     refuse_offline(operations, "migrate_pks_to_uuid7")
-    _run(operations, lambda conn: migrate_pks_to_uuid7(conn, operation.tables))
+    online = all(not isinstance(e, str) and e[1].online for e in operation.tables)
+    _run(
+        operations,
+        lambda conn: migrate_pks_to_uuid7(conn, operation.tables, phase=operation.phase),
+        online=online,
+    )
 
 
 @Operations.implementation_for(RestorePksFromUUID7Op)
 def _restore_many(operations: Operations, operation: RestorePksFromUUID7Op) -> None:
     refuse_offline(operations, "restore_pks_from_uuid7")
-
-    def work(conn: Any) -> None:
-        for entry in reversed(operation.tables):
-            restore_pk_from_uuid7(conn, entry if isinstance(entry, str) else entry[0])
-
-    _run(operations, work)
+    for entry in reversed(operation.tables):
+        table, options = (entry, None) if isinstance(entry, str) else entry
+        _restore_table(operations, table, options)
 
 
 @Operations.implementation_for(RestorePkFromUUID7Op)
@@ -269,10 +289,14 @@ def _restore(operations: Operations, operation: RestorePkFromUUID7Op) -> None:
     refuse_offline(operations, "restore_pk_from_uuid7")
     if operation.dry_run:
         return
+    _restore_table(operations, operation.table_name, operation.options)
+
+
+def _restore_table(operations: Operations, table: str, options: PkMigrationOptions | None) -> None:
+    """Undo the recorded migration of ``table``, online where it is swapped."""
     bind = operations.get_bind()
-    table = operation.table_name
     step = state.steps(bind).get(table, "")
-    mapping = (operation.options and operation.options.mapping_table) or table + MAPPING_SUFFIX
+    mapping = (options and options.mapping_table) or table + MAPPING_SUFFIX
     if not step and not sa.inspect(bind).has_table(mapping):
         # The revisions of one online migration (prepare, swap, contract) are
         # undone last first, and the latest one's downgrade undoes the whole
@@ -284,7 +308,7 @@ def _restore(operations: Operations, operation: RestorePkFromUUID7Op) -> None:
         return
     _run(
         operations,
-        lambda conn: restore_pk_from_uuid7(conn, operation.table_name),
+        lambda conn: restore_pk_from_uuid7(conn, table),
         online=step == "online:swapped",
     )
 
@@ -314,14 +338,20 @@ def _render_tables(autogen_context: AutogenContext, tables: list[Any]) -> str:
     return "[" + ", ".join(items) + "]"
 
 
+def _phase_arg(phase: str) -> str:
+    return "" if phase == "all" else f", phase={phase!r}"
+
+
 @renderers.dispatch_for(MigratePksToUUID7Op)
 def _render_migrate_many(autogen_context: AutogenContext, op: MigratePksToUUID7Op) -> str:
-    return f"op.migrate_pks_to_uuid7({_render_tables(autogen_context, op.tables)})"
+    tables = _render_tables(autogen_context, op.tables)
+    return f"op.migrate_pks_to_uuid7({tables}{_phase_arg(op.phase)})"
 
 
 @renderers.dispatch_for(RestorePksFromUUID7Op)
 def _render_restore_many(autogen_context: AutogenContext, op: RestorePksFromUUID7Op) -> str:
-    return f"op.restore_pks_from_uuid7({_render_tables(autogen_context, op.tables)})"
+    tables = _render_tables(autogen_context, op.tables)
+    return f"op.restore_pks_from_uuid7({tables}{_phase_arg(op.phase)})"
 
 
 def _literal(value: Any) -> str:

@@ -150,18 +150,33 @@ def migrate_pks_to_uuid7(
     tables: Sequence[str | tuple[str, PkMigrationOptions]],
     *,
     dry_run: bool = False,
+    phase: Phase = "all",
 ) -> list[PkMigrationPlan]:
     """Migrate several tables' keys, in order, after planning all of them first.
 
     Each entry is a table name or ``(table, options)``. Every table is planned
     before the first change, and the problems of all of them are reported in
-    one refusal; tables already migrated are skipped. Each table is planned
-    again just before its turn (the earlier ones change what it sees).
+    one refusal; tables already migrated are skipped, and one with an
+    unfinished (online) migration continues from its record. Each table is
+    planned again just before its turn (the earlier ones change what it sees).
+    ``phase`` (online entries only) runs that phase of each table's online
+    migration: the deploy sequence of docs/migration.md for several tables.
     """
     entries = [(e, None) if isinstance(e, str) else e for e in tables]
+    offline = [t for t, o in entries if o is None or not o.online]
+    if phase != "all" and offline:
+        raise ValueError(
+            f"phase={phase!r} needs online=True for every table ({', '.join(offline)} offline)"
+        )
+    if offline and len(offline) < len(entries):
+        raise ValueError(
+            "online and offline tables need separate calls (an online migration runs outside"
+            f" any transaction, an offline one inside one); offline here: {', '.join(offline)}"
+        )
+    ours = not connection.in_transaction()
     problems = []
     for table, options in entries:
-        if (recorded := state.load(connection, table)) is not None and recorded[0] == "done":
+        if state.load(connection, table) is not None:  # done, or continued from its record
             continue
         try:
             plan_pk_migration(connection, table, options)
@@ -169,7 +184,9 @@ def migrate_pks_to_uuid7(
             problems.append(str(error))
     if problems:
         raise _refused(connection, MigrationRefusedError(" | ".join(problems)))
-    return [migrate_pk_to_uuid7(connection, t, o, dry_run=dry_run) for t, o in entries]
+    if ours and not offline:  # the planning's reads began it; online steps wait for none
+        connection.rollback()
+    return [migrate_pk_to_uuid7(connection, t, o, dry_run=dry_run, phase=phase) for t, o in entries]
 
 
 def _upgrade(
