@@ -109,6 +109,7 @@ def _key_type(engine: Engine) -> str:
     return str(next(c["type"] for c in columns if c["name"] == "shop_id")).lower()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("upto", list(PHASES))
 def test_each_revision_then_downgrade_to_base(shop: Engine, project: Config, upto: str) -> None:
     before = _fingerprint(shop)

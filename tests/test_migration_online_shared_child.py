@@ -24,6 +24,8 @@ from sqlalchemy.engine import Engine
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
 from sqla_ids.migration.state import steps
 
+pytestmark = pytest.mark.slow
+
 A, B = 'cust"omer', "pro`duct ü"
 CHILD = "order line's"
 REF = {A: 'cust"omer id', B: "pro`duct id"}
