@@ -123,7 +123,8 @@ def test_each_revision_then_downgrade_to_base(shop: Engine, project: Config, upt
         assert "shop s" not in steps(conn)
     after = _fingerprint(shop)
     changed = sorted(set(after[0]) ^ set(before[0]))
-    assert changed == [] and after[0] == before[0]
+    assert changed == [], "\n".join(changed)
+    assert after[0] == before[0]
     assert after[1:] == before[1:]
     assert "uuid" not in _key_type(shop)
 

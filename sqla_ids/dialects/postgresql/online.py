@@ -97,6 +97,44 @@ def _column_comment(connection: Connection, table: str, column: str) -> str | No
     return None if comment is None else str(comment)
 
 
+def _not_null_follows(
+    connection: Connection, table: str, leaving: str, taking: str, between: str
+) -> None:
+    """The ``NOT NULL`` constraint's name goes with the role, as the column's name does.
+
+    PostgreSQL 18 names ``NOT NULL`` constraints (``<table>_<column>_not_null``)
+    and a renamed column keeps its constraint's name: the column taking the
+    role would get ``..._not_null1`` (the name still being the leaving
+    column's), and keep it through a later restore. The taking column's
+    constraint gets the name; the leaving column's gets the one PostgreSQL
+    would give it under its new name (through ``between``: undoing the swap,
+    that is the name the taking column's constraint has).
+    """
+    if (connection.dialect.server_version_info or (0,)) < (18,):
+        return
+    names: dict[str, str] = dict(
+        connection.execute(
+            sa.text(
+                "SELECT a.attname, c.conname FROM pg_constraint c JOIN pg_attribute a"
+                " ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]"
+                " WHERE c.conrelid = to_regclass(:t) AND c.contype = 'n'"
+                " AND a.attname IN (:leaving, :taking)"
+            ),
+            {"t": _q(connection, table), "leaving": leaving, "taking": taking},
+        ).all()
+    )
+    name, given = names.get(leaving), names.get(taking)
+    if name is None or given is None:
+        return
+    # PostgreSQL's own choice, cut at 63 bytes as it cuts identifiers.
+    spare = f"{table}_{leaving}_not_null".encode()[:63].decode(errors="ignore")
+    t = _q(connection, table)
+    for old, new in ((name, between), (given, name), (between, spare)):
+        connection.exec_driver_sql(
+            f"ALTER TABLE {t} RENAME CONSTRAINT {_q(connection, old)} TO {_q(connection, new)}"
+        )
+
+
 def _comment(connection: Connection, table: str, column: str, comment: str | None) -> None:
     value = "NULL" if comment is None else "'" + comment.replace("'", "''") + "'"
     connection.exec_driver_sql(
@@ -658,6 +696,9 @@ class PostgreSQLOnline(OnlineStrategy):
         )
         # The validated CHECK proves there is no NULL: SET NOT NULL does not scan.
         connection.exec_driver_sql(f"ALTER TABLE {t} ALTER COLUMN {q(plan.column)} SET NOT NULL")
+        _not_null_follows(
+            connection, plan.table, sides.key_parked, plan.column, _name(plan, "nno", 0)
+        )
         connection.exec_driver_sql(f"ALTER TABLE {t} DROP CONSTRAINT {q(_name(plan, 'nn', 0))}")
         connection.exec_driver_sql(f"ALTER INDEX {q(_name(plan, 'key', 0))} RENAME TO {q(pk_name)}")
         connection.exec_driver_sql(
@@ -676,6 +717,7 @@ class PostgreSQLOnline(OnlineStrategy):
                 connection.exec_driver_sql(
                     f"ALTER TABLE {c} ALTER COLUMN {q(ref.column)} SET NOT NULL"
                 )
+                _not_null_follows(connection, ref.table, parked, ref.column, _name(plan, "nno", n))
                 connection.exec_driver_sql(
                     f"ALTER TABLE {c} DROP CONSTRAINT {q(_name(plan, 'nn', n))}"
                 )
