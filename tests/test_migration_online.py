@@ -132,6 +132,7 @@ def test_every_phase_with_the_application_writing(pg: Engine) -> None:
         assert new[0].version == 7 and new[1] is not None
 
 
+@pytest.mark.slow
 def test_killed_during_backfill_then_resumed(pg: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"n": 0}
     original = online_module.OnlineRun.pause
@@ -160,6 +161,7 @@ def test_killed_during_backfill_then_resumed(pg: Engine, monkeypatch: pytest.Mon
         assert seeded == sorted(seeded)  # backfilled keys follow the old key order
 
 
+@pytest.mark.slow
 def test_batches_of_changing_sizes_with_the_application_writing(
     pg: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -169,6 +171,7 @@ def test_batches_of_changing_sizes_with_the_application_writing(
     check_changing_batch_sizes(pg, migrate, monkeypatch, caplog)
 
 
+@pytest.mark.slow
 def test_backfill_ends_while_the_application_inserts_faster_than_it(
     pg: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -184,6 +187,7 @@ def test_backfill_ends_while_the_application_inserts_faster_than_it(
     flood.check()
 
 
+@pytest.mark.slow
 def test_swap_waits_for_locks_then_retries(pg: Engine, caplog: pytest.LogCaptureFixture) -> None:
     with pg.connect() as conn:
         migrate_pk_to_uuid7(conn, "shop s", PkMigrationOptions(online=True), phase="prepare")
@@ -208,6 +212,7 @@ def test_swap_waits_for_locks_then_retries(pg: Engine, caplog: pytest.LogCapture
         assert steps(conn)["shop s"] == "online:swapped"
 
 
+@pytest.mark.slow
 def test_swap_gives_up_cleanly_when_locks_never_come(pg: Engine) -> None:
     with pg.connect() as conn:
         migrate_pk_to_uuid7(conn, "shop s", PkMigrationOptions(online=True), phase="prepare")
@@ -273,6 +278,7 @@ def test_offline_restore_after_the_online_migration(pg: Engine) -> None:
         )
 
 
+@pytest.mark.slow
 def test_online_downgrade_after_the_swap_with_the_application_writing(pg: Engine) -> None:
     from tests.dbsnapshot import schema
 

@@ -193,6 +193,7 @@ def test_a_small_buffer_pool_is_warned_about_before_the_backfill(
     assert f"({pool / 1024 / 1024:,.0f} MB)" in warned[0]
 
 
+@pytest.mark.slow
 def test_killed_during_backfill_then_resumed(mdb: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"n": 0}
     original = online_module.OnlineRun.pause
@@ -219,6 +220,7 @@ def test_killed_during_backfill_then_resumed(mdb: Engine, monkeypatch: pytest.Mo
     assert seeded == sorted(seeded)  # backfilled keys follow the old key order
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("then", ["resumed", "undone"])
 def test_killed_during_expand(mdb: Engine, monkeypatch: pytest.MonkeyPatch, then: str) -> None:
     """MariaDB commits each statement of the expand on its own: a run killed
@@ -252,6 +254,7 @@ def test_killed_during_expand(mdb: Engine, monkeypatch: pytest.MonkeyPatch, then
         assert schema(conn) == before
 
 
+@pytest.mark.slow
 def test_batches_of_changing_sizes_with_the_application_writing(
     mdb: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -261,6 +264,7 @@ def test_batches_of_changing_sizes_with_the_application_writing(
     check_changing_batch_sizes(mdb, migrate, monkeypatch, caplog)
 
 
+@pytest.mark.slow
 def test_backfill_ends_while_the_application_inserts_faster_than_it(
     mdb: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -276,6 +280,7 @@ def test_backfill_ends_while_the_application_inserts_faster_than_it(
     flood.check()
 
 
+@pytest.mark.slow
 def test_swap_waits_for_the_application_then_retries(
     mdb: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -301,6 +306,7 @@ def test_swap_waits_for_the_application_then_retries(
         assert steps(conn)["shop s"] == "online:swapped"
 
 
+@pytest.mark.slow
 def test_swap_holds_the_tables_while_a_statement_waits_for_a_lock(
     mdb: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -342,6 +348,7 @@ def test_swap_holds_the_tables_while_a_statement_waits_for_a_lock(
         assert steps(conn).get("shop s") in (None, "done")
 
 
+@pytest.mark.slow
 def test_swap_gives_up_cleanly_when_locks_never_come(mdb: Engine) -> None:
     _migrate(mdb, "prepare")
     with mdb.connect() as blocker, blocker.begin():
@@ -389,6 +396,7 @@ def _transaction_open_at_the_rebuild(
     return holder
 
 
+@pytest.mark.slow
 def test_a_rebuild_that_never_finds_its_moment_says_how_to_wait(
     mdb: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -400,6 +408,7 @@ def test_a_rebuild_that_never_finds_its_moment_says_how_to_wait(
     _check(mdb, writer)
 
 
+@pytest.mark.slow
 def test_a_rebuild_may_wait_for_its_metadata_lock(
     mdb: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -426,6 +435,7 @@ def test_abort_before_the_swap_puts_everything_back(mdb: Engine) -> None:
         assert "shop s" not in steps(conn)
 
 
+@pytest.mark.slow
 def test_online_downgrade_after_the_swap_with_the_application_writing(mdb: Engine) -> None:
     from dbsnapshot import rows, schema
 
@@ -526,6 +536,7 @@ def _table_ids(conn: sa.Connection) -> dict[str, int]:
     )
 
 
+@pytest.mark.slow
 def test_online_downgrade_rebuilds_no_child_while_shops_and_their_items_are_written(
     mdb: Engine,
 ) -> None:
@@ -564,6 +575,7 @@ def test_online_downgrade_rebuilds_no_child_while_shops_and_their_items_are_writ
     assert "sqla_ids" not in create and "`shop_id` bigint(20) NOT NULL" in create
 
 
+@pytest.mark.slow
 def test_contract_while_shops_and_their_items_are_written(mdb: Engine) -> None:
     """The contract's statements (triggers, parked indexes and old values
     dropped) run with the tables locked once: an application that always has
@@ -593,6 +605,7 @@ def test_contract_while_shops_and_their_items_are_written(mdb: Engine) -> None:
     assert recorded["shop s"] == "done"
 
 
+@pytest.mark.slow
 def test_undo_retried_after_it_dropped_the_mapping(
     mdb: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

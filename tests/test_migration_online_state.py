@@ -14,6 +14,8 @@ from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
 from sqla_ids.migration.state import STATE_TABLE, steps
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(params=["postgresql", "mariadb"])
 def shop(request: pytest.FixtureRequest) -> Engine:
