@@ -11,13 +11,16 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic.config import Config
 from sqlalchemy.engine import Engine
 
 from sqla_ids.migration.progress import Batches
@@ -311,3 +314,41 @@ def check_changing_batch_sizes(
     assert len(batches) > 80
     seeded = seeded_keys(engine)
     assert len(seeded) > SHOPS // 2 and seeded == sorted(seeded)
+
+
+def alembic_project(engine: Engine, folder: Path, revisions: list[tuple[str, str]]) -> Config:
+    """An Alembic project made by ``sqla-ids alembic init`` in ``folder`` (the
+    current directory), pointing at ``engine``, with one revision per
+    ``(upgrade, downgrade)`` pair of operation lines, numbered 0001, 0002, ..."""
+    from sqla_ids.cli import main
+
+    assert main(["alembic", "init", "migrations"]) == 0
+    config = Config(str(folder / "alembic.ini"))
+    url = engine.url.render_as_string(hide_password=False)
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    down = None
+    for number, (upgrade, downgrade) in enumerate(revisions, 1):
+        revision = f"{number:04d}"
+        (folder / "migrations" / "versions" / f"{revision}.py").write_text(
+            textwrap.dedent(
+                f"""
+                from alembic import op
+                from sqla_ids.migration import PkMigrationOptions
+
+                revision = "{revision}"
+                down_revision = {down!r}
+                branch_labels = None
+                depends_on = None
+
+
+                def upgrade():
+                    {upgrade}
+
+
+                def downgrade():
+                    {downgrade}
+                """
+            )
+        )
+        down = revision
+    return config

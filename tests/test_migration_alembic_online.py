@@ -7,7 +7,6 @@ whole migration, and the earlier ones then find nothing left to undo."""
 from __future__ import annotations
 
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,9 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from dbsnapshot import relations, schema
-from online_app import mariadb_schema, postgresql_schema
+from online_app import alembic_project, mariadb_schema, postgresql_schema
 from sqlalchemy.engine import Engine
 
-from sqla_ids.cli import main
 from sqla_ids.migration.state import steps
 
 PHASES = {"0001": "prepare", "0002": "swap", "0003": "contract"}
@@ -50,37 +48,9 @@ def project(
 ) -> Config:
     """``sqla-ids alembic init`` and the three revisions of the online migration,
     written with ``op.migrate_pk_to_uuid7`` or ``op.migrate_pks_to_uuid7``."""
-    up, down_op = OPERATIONS[request.param]
+    up, down = OPERATIONS[request.param]
     monkeypatch.chdir(tmp_path)
-    assert main(["alembic", "init", "migrations"]) == 0
-    config = Config(str(tmp_path / "alembic.ini"))
-    url = shop.url.render_as_string(hide_password=False)
-    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    down = None
-    for revision, phase in PHASES.items():
-        (tmp_path / "migrations" / "versions" / f"{revision}_{phase}.py").write_text(
-            textwrap.dedent(
-                f"""
-                from alembic import op
-                from sqla_ids.migration import PkMigrationOptions
-
-                revision = "{revision}"
-                down_revision = {down!r}
-                branch_labels = None
-                depends_on = None
-
-
-                def upgrade():
-                    {up.format(phase=phase)}
-
-
-                def downgrade():
-                    {down_op}
-                """
-            )
-        )
-        down = revision
-    return config
+    return alembic_project(shop, tmp_path, [(up.format(phase=p), down) for p in PHASES.values()])
 
 
 def _fingerprint(engine: Engine) -> tuple[list[str], object, object]:

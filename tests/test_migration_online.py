@@ -21,6 +21,7 @@ from online_app import (
     SHOPS,
     Flood,
     Writer,
+    alembic_project,
     check_changing_batch_sizes,
     check_relations,
     postgresql_schema,
@@ -362,43 +363,14 @@ def test_through_alembic_across_two_revisions(
 ) -> None:
     """Revision 1 prepares while the old application runs; revision 2 swaps and
     contracts; downgrading both puts the old keys back -- the writer never stops."""
-    import textwrap
-
     from alembic import command
-    from alembic.config import Config
-
-    from sqla_ids.cli import main
 
     monkeypatch.chdir(tmp_path)
-    assert main(["alembic", "init", "migrations"]) == 0
-    config = Config(str(tmp_path / "alembic.ini"))
-    url = pg.url.render_as_string(hide_password=False)
-    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    versions = tmp_path / "migrations" / "versions"
-    for rev, down, up_phase, body_down in (
-        ("0001", None, "prepare", 'op.restore_pk_from_uuid7("shop s")'),
-        ("0002", "0001", "swap", 'op.restore_pk_from_uuid7("shop s")'),
-    ):
-        (versions / f"{rev}.py").write_text(
-            textwrap.dedent(
-                f"""
-                from alembic import op
-
-                revision = "{rev}"
-                down_revision = {down!r}
-                branch_labels = None
-                depends_on = None
-
-
-                def upgrade():
-                    op.migrate_pk_to_uuid7("shop s", online=True, batch_size=97, phase="{up_phase}")
-
-
-                def downgrade():
-                    {body_down}
-                """
-            )
-        )
+    up = 'op.migrate_pk_to_uuid7("shop s", online=True, batch_size=97, phase="{}")'
+    down = 'op.restore_pk_from_uuid7("shop s")'
+    config = alembic_project(
+        pg, tmp_path, [(up.format("prepare"), down), (up.format("swap"), down)]
+    )
     writer = Writer(pg, key_updates=False, prefix="alembic")
     writer.start()
     try:
@@ -413,6 +385,7 @@ def test_through_alembic_across_two_revisions(
         command.downgrade(config, "0001")  # undo the swap, online
         with pg.connect() as conn:
             assert "shop s" not in steps(conn)
+        command.downgrade(config, "base")  # nothing left for revision 1 to undo
         time.sleep(0.2)
     finally:
         writer.stop.set()
