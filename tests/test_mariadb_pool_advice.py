@@ -8,16 +8,17 @@ from sqla_ids.dialects.mysql.online import pool_advice
 MB = 1024 * 1024
 
 
-def test_a_pool_a_sixth_of_the_tables_gets_advice_with_the_size_to_set() -> None:
-    advice = pool_advice(128 * MB, 750 * MB)
+def test_a_pool_a_twelfth_of_the_tables_gets_advice_with_the_size_to_set() -> None:
+    advice = pool_advice(64 * MB, 750 * MB)
     assert advice is not None
-    assert "(128 MB) is 17% of the 750 MB" in advice
-    assert "innodb_buffer_pool_size (dynamic) to 250 MB or more" in advice
+    assert "(64 MB) is 9% of the 750 MB" in advice
+    assert "innodb_buffer_pool_size (dynamic) to 125 MB or more" in advice
+    assert pool_advice(120 * MB, 750 * MB) is not None
 
 
-def test_a_pool_of_a_third_or_more_gets_none() -> None:
-    assert pool_advice(250 * MB, 750 * MB) is None
-    assert pool_advice(256 * MB, 750 * MB) is None
+def test_a_pool_of_a_sixth_or_more_gets_none() -> None:
+    assert pool_advice(125 * MB, 750 * MB) is None
+    assert pool_advice(128 * MB, 750 * MB) is None  # Debian's default, measured
     assert pool_advice(128 * MB, 16 * 1024) is None  # small tables
 
 

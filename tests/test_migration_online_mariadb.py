@@ -193,6 +193,66 @@ def test_a_small_buffer_pool_is_warned_about_before_the_backfill(
     assert f"({pool / 1024 / 1024:,.0f} MB)" in warned[0]
 
 
+def test_a_reference_set_null_after_its_backfill_is_swept_again(mdb: Engine) -> None:
+    """The children's foreign keys on the new columns come after their backfill
+    (building their indexes then, in one sorted pass, kept a small buffer pool
+    from running out). A parent deleted in between sets its ``SET NULL``
+    children's old column NULL through the cascade, which fires no trigger:
+    their new column, already filled, must be emptied too before the checks."""
+    temp = f"{TEMP_PREFIX}{name_suffix('shop s')}_2"  # review.shop_id's new column
+    with mdb.connect() as conn:
+        shop = conn.exec_driver_sql(
+            "SELECT shop_id FROM review GROUP BY shop_id ORDER BY COUNT(*) DESC LIMIT 1"
+        ).scalar_one()
+        orphans = (
+            conn.exec_driver_sql("SELECT id FROM review WHERE shop_id = %s", (shop,))
+            .scalars()
+            .all()
+        )
+    seen: list[str] = []
+
+    class DeleteBeforeTheIndexes(logging.Handler):
+        # The step before the first index build (the children are backfilled
+        # by then): the application deletes a shop with reviews.
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if "index check took" in message and not seen:
+                seen.append(message)
+                with mdb.begin() as conn:
+                    filled = conn.exec_driver_sql(
+                        f"SELECT COUNT(*) FROM review WHERE shop_id = %s AND `{temp}` IS NOT NULL",
+                        (shop,),
+                    ).scalar_one()
+                    assert filled == len(orphans)  # backfilled before the delete
+                    conn.exec_driver_sql("DELETE FROM `shop s` WHERE id = %s", (shop,))
+
+    handler = DeleteBeforeTheIndexes(logging.DEBUG)
+    log = logging.getLogger("alembic.sqla_ids.migration")
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        _migrate(mdb, "prepare")
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    assert seen
+    with mdb.connect() as conn:
+        rows = conn.exec_driver_sql(
+            f"SELECT shop_id, `{temp}` FROM review WHERE id IN ({', '.join(map(str, orphans))})"
+        ).all()
+    assert rows == [(None, None)] * len(orphans)
+    _migrate(mdb, "swap")
+    with mdb.connect() as conn:
+        assert (
+            conn.exec_driver_sql(
+                "SELECT COUNT(*) FROM review r LEFT JOIN `shop s` s ON s.id = r.shop_id"
+                " WHERE r.shop_id IS NOT NULL AND s.id IS NULL"
+            ).scalar_one()
+            == 0
+        )
+
+
 @pytest.mark.slow
 def test_killed_during_backfill_then_resumed(mdb: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"n": 0}

@@ -12,16 +12,19 @@ exclusive metadata lock, bounded by ``lock_wait_timeout``):
   for a foreign key's cascade: that is harmless for ``CASCADE`` (the new key
   of a parent does not change when its old key does; a deleted child is
   gone) and handled for ``SET NULL`` by giving the new column its own
-  foreign key *before* its backfill (below).
+  foreign key, then sweeping the child once more (below).
 * **backfill**: the parent's new keys computed in SQL in old-key order (as on
   PostgreSQL); then the parent's primary key moves to the new column in one
   online rebuild (``DROP PRIMARY KEY, ADD PRIMARY KEY (new), ADD UNIQUE
   (old)``): InnoDB cannot swap its clustered index without a rebuild, so the
-  rebuild happens here, online, and the swap needs none. Each child then
-  gets the indexes of its old column rebuilt on the new one and a foreign key
-  added without validation (``foreign_key_checks=0``: metadata only; the
-  verification below proves it holds), so cascades keep the new column right
-  from then on, and is backfilled from the parent in keyset batches.
+  rebuild happens here, online, and the swap needs none. Each child is then
+  backfilled from the parent in keyset batches, and only then gets the
+  indexes of its old column built again on the new one (one sorted build,
+  online) and a foreign key added without validation
+  (``foreign_key_checks=0``: metadata only; the verification below proves it
+  holds), so cascades keep the new column right from then on. A reference
+  whose rule is ``SET NULL`` is swept once more after that, for the rows a
+  cascade emptied between their backfill and the foreign key.
 * **prepare**: the children's new columns become ``NOT NULL`` (and their old
   ones nullable) in one online rebuild each; every row is then compared
   through the mapping, in one snapshot.
@@ -76,11 +79,11 @@ _BATCH = "sqla_ids_online_batch"
 _SWEEPS = 5
 
 # The smallest buffer pool, as a share of the tables a migration rewrites, that
-# the benchmark measured without freezes: with a sixth (128 MB for 750 MB) InnoDB
-# froze the application's statements on those tables for up to 4 s during the
-# child backfill; with a third or more the longest stall was under 330 ms
-# (docs/migration.md, "Measured").
-_POOL_SHARE = 1 / 3
+# the benchmark measured without stalls over 1 s: with a sixth (128 MB for
+# 750 MB) the longest stall was 335-395 ms; with a twelfth (64 MB) the
+# application's statements on those tables waited up to 2.4 s in the backfill
+# and 2.0 s in the downgrade (docs/migration.md, "Measured").
+_POOL_SHARE = 1 / 6
 
 # The default of a UUID column between the undo of the swap and its removal:
 # 32 hex digits, which native UUID and CHAR(32) columns both take.
@@ -165,6 +168,15 @@ def _actions(ref: Reference) -> str:
     return sql
 
 
+def _sets_null(ref: Reference) -> bool:
+    """Whether a cascade of ``ref``'s foreign key sets the column (``SET NULL``,
+    or ``SET DEFAULT``, which InnoDB refuses but the catalog may name)."""
+    return bool(ref.constraint) and any(
+        str(ref.options.get(key) or "") in ("SET NULL", "SET DEFAULT")
+        for key in ("ondelete", "onupdate")
+    )
+
+
 def _body(plan: PkMigrationPlan, table: str, column: str) -> str:
     """The recorded definition of ``table.column`` without its name and comment."""
     definition = plan.column_definition(table, column)
@@ -237,9 +249,9 @@ def pool_advice(pool_bytes: int, tables_bytes: int, share: float = _POOL_SHARE) 
     return (
         f"the InnoDB buffer pool ({pool_bytes / mb:,.0f} MB) is"
         f" {100 * pool_bytes / tables_bytes:.0f}% of the {tables_bytes / mb:,.0f} MB of"
-        " tables this migration rewrites; with a pool a sixth of them the backfill froze"
-        " the application's statements on them for up to 4 s, from a third on for under"
-        ' 330 ms (docs/migration.md, "Measured"): raise innodb_buffer_pool_size'
+        " tables this migration rewrites; with a pool a twelfth of them the backfill"
+        " stalled the application's statements on them for up to 2.4 s, from a sixth on"
+        ' for under 400 ms (docs/migration.md, "Measured"): raise innodb_buffer_pool_size'
         f" (dynamic) to {-(-share * tables_bytes // mb):,.0f} MB or more before"
         " migrating, or expect such stalls"
     )
@@ -537,7 +549,8 @@ class MariaDBOnline(OnlineStrategy):
 
     def backfill(self, ctx: OnlineContext) -> None:
         """Parent keys in old-key order, the parent's primary key moved online,
-        then for each child: indexes and foreign key on the new column, backfill."""
+        the children backfilled, then their indexes and foreign keys on the new
+        columns (and ``SET NULL`` references swept again)."""
         plan = ctx.plan
 
         def sizes(connection: Connection) -> tuple[int, int]:
@@ -554,13 +567,30 @@ class MariaDBOnline(OnlineStrategy):
         advice = pool_advice(*ctx.transaction(sizes, "buffer pool check"))
         if advice:
             logger.warning("%s: %s", plan.table, advice)
+        up = Sides(plan, up=True)
         self._backfill_parent(ctx, plan)
-        self._move_primary_key(ctx, Sides(plan, up=True))
-        for table in plan.affected_tables:
-            self._rebuilt_indexes(ctx, plan, table, Sides(plan, up=True))
+        self._move_primary_key(ctx, up)
+        # The indexes on the new columns come after the backfill: kept up to
+        # date during it, every row written would insert into them at a
+        # random place (a child's rows are walked in its own key's order, not
+        # its parent's), and with a table larger than the buffer pool those
+        # random page reads and writes used up InnoDB's free pages faster
+        # than its page cleaner made them: measured with a 128 MB pool, 1M
+        # parents and 2 x 2M children, the application's statements froze
+        # for up to 3.9 s whenever the pool ran out. One sorted build per
+        # index afterwards reads each child once.
         for n, ref in references(plan):
-            self._foreign_key(ctx, plan, n, ref, Sides(plan, up=True))
-            self._backfill_child(ctx, plan, n, ref, Sides(plan, up=True))
+            self._backfill_child(ctx, plan, n, ref, up)
+        for table in plan.affected_tables:
+            self._rebuilt_indexes(ctx, plan, table, up)
+        for n, ref in references(plan):
+            self._foreign_key(ctx, plan, n, ref, up)
+        # Until its foreign key was there, a cascade setting a reference NULL
+        # (MariaDB fires no trigger for it) left the new column pointing at
+        # the parent; sweep those references again now that it is there.
+        for n, ref in references(plan):
+            if _sets_null(ref):
+                self._backfill_child(ctx, plan, n, ref, up)
 
     def _keep(self, connection: Connection, table: str, alias: str) -> str:
         from sqla_ids.dialects.mysql.migration import preserved_columns
