@@ -34,9 +34,14 @@ import math
 import multiprocessing
 import random
 import secrets
+import shutil
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +100,39 @@ class Database:
                 "ANALYZE parent, child_a, child_b",  # not the whole database
             ):
                 conn.execute(sa.text(sql), {"p": parents, "c": children})
+
+    #: The log counters :meth:`log_counters` reads (bytes written so far).
+    logs: tuple[str, ...] = ("wal",)
+
+    def settle(self, engine: sa.Engine) -> None:
+        """After loading: a checkpoint, so every mode starts from the same point of the
+        write-ahead log (the first change of each page after one logs the whole page)."""
+        with engine.connect() as conn:
+            conn.exec_driver_sql("CHECKPOINT")
+
+    def log_counters(self, conn: sa.Connection) -> dict[str, int | None]:
+        """Bytes of write-ahead log the server has written so far (every session's)."""
+        return {
+            "wal": int(
+                conn.exec_driver_sql(
+                    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')"
+                ).scalar_one()
+            )
+        }
+
+    def describe_logs(self, base: sa.URL) -> str:
+        """What the log columns measure on this server."""
+        engine = sa.create_engine(base)
+        try:
+            with engine.connect() as conn:
+                version = conn.exec_driver_sql("SHOW server_version").scalar_one()
+                level = conn.exec_driver_sql("SHOW wal_level").scalar_one()
+        finally:
+            engine.dispose()
+        return (
+            f"PostgreSQL {version}, wal_level={level}: WAL bytes from pg_current_wal_lsn()"
+            " before and after each run (a CHECKPOINT first)"
+        )
 
     def app_engine(self, url: str, prepared: bool) -> sa.Engine:
         # psycopg prepares a statement on the server after 5 runs; a prepared
@@ -179,6 +217,39 @@ class MariaDB(Database):
             conn.exec_driver_sql("SET SESSION foreign_key_checks = 1, unique_checks = 1")
             conn.exec_driver_sql("ANALYZE TABLE parent, child_a, child_b").all()
 
+    logs = ("binlog", "redo")
+
+    def settle(self, engine: sa.Engine) -> None:
+        """Nothing to do: InnoDB has no checkpoint to ask for."""
+
+    def log_counters(self, conn: sa.Connection) -> dict[str, int | None]:
+        """Binary-log bytes (``None`` when ``log_bin`` is off) and InnoDB redo-log
+        bytes (``Innodb_lsn_current``) the server has written so far (every session's)."""
+        binlog: int | None = None
+        if conn.exec_driver_sql("SELECT @@log_bin").scalar_one():
+            binlog = sum(int(row[1]) for row in conn.exec_driver_sql("SHOW BINARY LOGS").all())
+        redo = conn.exec_driver_sql("SHOW GLOBAL STATUS LIKE 'Innodb_lsn_current'").one()[1]
+        return {"binlog": binlog, "redo": int(redo)}
+
+    def describe_logs(self, base: sa.URL) -> str:
+        """What the log columns measure on this server."""
+        engine = sa.create_engine(base)
+        try:
+            with engine.connect() as conn:
+                version, log_bin, fmt, image = conn.exec_driver_sql(
+                    "SELECT VERSION(), @@log_bin, @@binlog_format, @@binlog_row_image"
+                ).one()
+        finally:
+            engine.dispose()
+        binlog = (
+            f"binary log on (binlog_format={fmt}, binlog_row_image={image}): its bytes from"
+            " SHOW BINARY LOGS"
+            if log_bin
+            else "binary log OFF (log_bin cannot be switched on at run time): no binlog"
+            " bytes; start the server with --log-bin to measure them"
+        )
+        return f"MariaDB {version}: {binlog}; InnoDB redo bytes from Innodb_lsn_current"
+
     def app_engine(self, url: str, prepared: bool) -> sa.Engine:
         return sa.create_engine(url)
 
@@ -233,8 +304,10 @@ def _writer(
     prepared: bool,
     prefix: str,
     deleted: list[str],
+    ready: Any,
 ) -> None:
-    """Mixed writes, each its own transaction; records what each child must point at."""
+    """Mixed writes, each its own transaction; records what each child must point at.
+    ``ready`` is set once the first one is done."""
     engine = db.app_engine(url, prepared)
     rng = random.Random(11)
     shop_of = "SELECT id FROM parent WHERE name = :p"
@@ -297,6 +370,7 @@ def _writer(
             except sa.exc.DBAPIError as error:
                 failures.append(f"{n}: {str(error.orig).splitlines()[0]}")
             latencies.append(time.perf_counter() - started)
+            ready.set()
             if latencies[-1] > SLOW:
                 slow.append((time.time() - latencies[-1], latencies[-1], f"writer {action}"))
             time.sleep(0.002)
@@ -313,8 +387,11 @@ def _writer(
     )
 
 
-def _reader(db: Database, url: str, parents: int, stop: Any, out: str, prepared: bool) -> None:
-    """Looks rows up by key (through the name, so the key's type does not matter)."""
+def _reader(
+    db: Database, url: str, parents: int, stop: Any, out: str, prepared: bool, ready: Any
+) -> None:
+    """Looks rows up by key (through the name, so the key's type does not matter).
+    ``ready`` is set once the first lookup is done."""
     engine = db.app_engine(url, prepared)
     rng = random.Random(13)
     latencies: list[float] = []
@@ -340,6 +417,7 @@ def _reader(db: Database, url: str, parents: int, stop: Any, out: str, prepared:
             except sa.exc.DBAPIError as error:
                 failures.append(str(error.orig).splitlines()[0])
             latencies.append(time.perf_counter() - started)
+            ready.set()
             if latencies[-1] > SLOW:
                 slow.append((time.time() - latencies[-1], latencies[-1], "reader"))
             time.sleep(0.005)
@@ -359,17 +437,22 @@ def _under_load(
     step: Any,
 ) -> tuple[float, dict[str, Any], dict[str, Any]]:
     """``step()`` timed while a writer and a reader process run, from a second
-    before it to a second after it; their records."""
+    after both made their first statement to a second after it; their records."""
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
-    folder = Path(f"/tmp/sqla_ids_online_{secrets.token_hex(3)}")
-    folder.mkdir()
+    folder = Path(tempfile.mkdtemp(prefix="sqla_ids_online_"))
+    writer_ready, reader_ready = ctx.Event(), ctx.Event()
     writer = ctx.Process(
         target=_writer,
-        args=(db, url, parents, stop, str(folder / "w.json"), prepared, prefix, deleted),
+        args=(
+            db,
+            *(url, parents, stop, str(folder / "w.json"), prepared, prefix, deleted),
+            writer_ready,
+        ),
     )
     reader = ctx.Process(
-        target=_reader, args=(db, url, parents, stop, str(folder / "r.json"), prepared)
+        target=_reader,
+        args=(db, url, parents, stop, str(folder / "r.json"), prepared, reader_ready),
     )
     steps = _StepLog()
     migration_log = logging.getLogger("alembic.sqla_ids.migration")
@@ -378,7 +461,19 @@ def _under_load(
     migration_log.addHandler(steps)
     writer.start()
     reader.start()
+    # Processes start slowly on a busy machine: wait for their first statement
+    # (whatever it takes), not for a guess of how long that takes.
+    for name, process, ready in (
+        ("writer", writer, writer_ready),
+        ("reader", reader, reader_ready),
+    ):
+        while not ready.wait(0.1):
+            if not process.is_alive():
+                stop.set()
+                raise SystemExit(f"the application's {name} stopped (exit {process.exitcode})")
     time.sleep(1.0)
+    with _connect(url) as conn:
+        before = db.log_counters(conn)
     started = time.perf_counter()
     try:
         step()
@@ -392,8 +487,24 @@ def _under_load(
         reader.join()
     w = json.loads((folder / "w.json").read_text())
     r = json.loads((folder / "r.json").read_text())
+    shutil.rmtree(folder)
     w["steps"] = steps.steps
+    with _connect(url) as conn:  # the application's writes included
+        after = db.log_counters(conn)
+    w["logs"] = {
+        k: after[k] - v for k, v in before.items() if v is not None and after[k] is not None
+    }
     return seconds, w, r
+
+
+@contextmanager
+def _connect(url: str) -> Iterator[sa.Connection]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            yield conn
+    finally:
+        engine.dispose()
 
 
 class _StepLog(logging.Handler):
@@ -438,20 +549,23 @@ def _clock(seconds: float) -> str:
 
 def _summary(seconds: float, w: dict[str, Any], r: dict[str, Any], check: str) -> dict[str, Any]:
     latencies = w["latencies"] + r["latencies"]
+    # quantiles() needs two samples; fewer (a stalled application) shows as nan.
+    p99 = statistics.quantiles(latencies, n=100)[98] if len(latencies) > 1 else math.nan
     return {
         "seconds": seconds,
         "statements": len(latencies),
         "per_second": len(latencies) / (seconds + 2.0),
         "writes_per_second": len(w["latencies"]) / (seconds + 2.0),
-        "max_ms": max(latencies) * 1000,
+        "max_ms": max(latencies, default=math.nan) * 1000,
         "max_during": _blamed(w, r),
-        "p99_ms": statistics.quantiles(latencies, n=100)[98] * 1000,
+        "p99_ms": p99 * 1000,
         # A batch holds its row locks until it commits (it reads without locks
         # first): at most this long an application statement waited for one.
         "batch_ms": max((e - b for b, e, what in w["steps"] if what == "backfill"), default=0)
         * 1000,
         "failed": w["failures"] + r["failures"],
         "check": check,
+        **w["logs"],
     }
 
 
@@ -528,27 +642,55 @@ def _check(
     return f"OK ({len(expected):,} children checked)" if not problems else "; ".join(problems)
 
 
-def _offline(engine: sa.Engine, batch: int) -> float:
-    started = time.perf_counter()
+def _offline(engine: sa.Engine, batch: int) -> None:
     with engine.connect() as conn:  # its own transactions (one per step on MariaDB)
         migrate_pk_to_uuid7(conn, "parent", PkMigrationOptions(batch_size=batch))
         conn.commit()
-    return time.perf_counter() - started
 
 
-def _baseline(db: Database, engine: sa.Engine) -> float:
-    started = time.perf_counter()
+def _baseline(db: Database, engine: sa.Engine) -> None:
     with engine.begin() as conn:
         for sql in db.baseline_sql:
             conn.exec_driver_sql(sql)
-    return time.perf_counter() - started
 
 
-def _report(db: Database, args: argparse.Namespace, results: dict[str, Any]) -> None:
-    up, down = results["online"]["up"], results["online"]["down"]
-    # --online-only: no offline or hand-written run to compare with.
-    off = results.get("offline", {}).get("seconds", math.nan)
-    hand = results.get("baseline", {}).get("seconds", math.nan)
+def _logged(db: Database, engine: sa.Engine, work: Any) -> dict[str, Any]:
+    """``work()`` timed, with the log bytes the server wrote meanwhile."""
+    with engine.connect() as conn:
+        before = db.log_counters(conn)
+    started = time.perf_counter()
+    work()
+    result: dict[str, Any] = {"seconds": time.perf_counter() - started}
+    with engine.connect() as conn:
+        after = db.log_counters(conn)
+    for key, value in before.items():
+        if value is not None and after[key] is not None:
+            result[key] = after[key] - value
+    return result
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def _report(db: Database, args: argparse.Namespace, rounds: dict[str, list[Any]]) -> None:
+    """Per mode: the median time of the rounds, their spread, the ratios of medians to
+    the offline mode and to the hand-written SQL, and the log bytes each wrote."""
+    ups = [r["up"] for r in rounds["online"]]
+    downs = [r["down"] for r in rounds["online"]]
+    timed = {
+        "online, expand -> swap (app running)": ups,
+        "online downgrade (app running)": downs,
+        "offline (writes paused)": rounds.get("offline", []),
+        "hand-written SQL (writes paused)": rounds.get("baseline", []),
+    }
+    off = _median([r["seconds"] for r in timed["offline (writes paused)"]])
+    hand = _median([r["seconds"] for r in timed["hand-written SQL (writes paused)"]])
+    hand_logs = {
+        key: _median([r[key] for r in timed["hand-written SQL (writes paused)"] if key in r])
+        for key in db.logs
+    }
+    n = len(ups)
     title = (
         f"{db.name}, parent {args.parents:,} rows, child_a and child_b {args.children:,} rows"
         f" each, batch {args.batch_size:,}"
@@ -556,21 +698,30 @@ def _report(db: Database, args: argparse.Namespace, results: dict[str, Any]) -> 
         + (f", nice_ratio {args.nice_ratio:g}" if args.nice_ratio else "")
         + (f", batch_pause {args.batch_pause:g} s" if args.batch_pause else "")
         + (f", metadata_lock_wait {args.metadata_lock_wait:g} s" if args.metadata_lock_wait else "")
+        + (f"; median of {n} rounds, modes interleaved" if n > 1 else "")
     )
 
     def ratio(seconds: float, base: float) -> str:
-        return "-" if math.isnan(base) else f"{seconds / base:.2f}x"
+        return "-" if math.isnan(base) or math.isnan(seconds) else f"{seconds / base:.2f}x"
 
-    def row(label: str, seconds: float) -> list[str]:
-        return [label, f"{seconds:.1f}", ratio(seconds, off), ratio(seconds, hand)]
-
-    rows = [
-        row("online, expand -> swap (app running)", up["seconds"]),
-        row("online downgrade (app running)", down["seconds"]),
-    ]
-    if not args.online_only:
-        rows += [row("offline (writes paused)", off), row("hand-written SQL (writes paused)", hand)]
-    print(format_table(["mode", "seconds", "vs offline", "vs hand SQL"], rows, title=title))
+    logs = [k for k in db.logs if any(k in r for runs in timed.values() for r in runs)]
+    rows = []
+    for label, runs in timed.items():
+        if not runs:
+            continue
+        times = [r["seconds"] for r in runs]
+        row = [label, f"{_median(times):.1f}"]
+        if n > 1:
+            row.append(f"{min(times):.1f}-{max(times):.1f}")
+        row += [ratio(_median(times), off), ratio(_median(times), hand)]
+        for key in logs:
+            mine = _median([r[key] for r in runs if key in r])
+            row += [f"{mine / 2**20:.0f}", ratio(mine, hand_logs[key])]
+        rows.append(row)
+    header = ["mode", "seconds"] + (["spread"] if n > 1 else []) + ["vs offline", "vs hand SQL"]
+    for key in logs:
+        header += [f"{key} MB", f"{key} vs hand"]
+    print(format_table(header, rows, title=title))
     print()
 
     def stats(o: dict[str, Any]) -> list[str]:
@@ -593,8 +744,10 @@ def _report(db: Database, args: argparse.Namespace, results: dict[str, Any]) -> 
         "failed statements",
         "relationships after it",
     ]
-    table = [[label, a, b] for label, a, b in zip(labels, stats(up), stats(down), strict=True)]
-    print(format_table(["while the application runs", "migration", "downgrade"], table))
+    for k, (up, down) in enumerate(zip(ups, downs, strict=True)):
+        table = [[label, a, b] for label, a, b in zip(labels, stats(up), stats(down), strict=True)]
+        heading = "while the application runs" + (f" (round {k + 1})" if n > 1 else "")
+        print(format_table([heading, "migration", "downgrade"], table))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -605,6 +758,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=DEFAULT_URL, help="PostgreSQL or MariaDB URL")
     parser.add_argument("--quick", action="store_true", help="2,000 parents, 4,000 children")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="rounds, each on fresh copies, modes interleaved"
+    )
     parser.add_argument(
         "--online-only", action="store_true", help="skip the offline and hand-written runs"
     )
@@ -645,42 +801,49 @@ def main(argv: list[str] | None = None) -> int:
         args.parents, args.children, args.batch_size = 2_000, 4_000, 500
     base = sa.make_url(args.url)
     db = database_for(base)
-    results: dict[str, Any] = {}
-    for way in ("online",) if args.online_only else ("online", "offline", "baseline"):
-        admin, engine, schema = db.scratch(base)
-        try:
-            db.load(engine, args.parents, args.children)
-            if way == "online":
-                url = engine.url.render_as_string(hide_password=False)
-                results[way] = _online(
-                    db,
-                    engine,
-                    url,
-                    args.parents,
-                    args.children,
-                    args.prepared,
-                    PkMigrationOptions(
-                        online=True,
-                        batch_size=args.batch_size,
-                        batch_time=args.batch_time,
-                        nice_ratio=args.nice_ratio,
-                        batch_pause=args.batch_pause,
-                        metadata_lock_wait=args.metadata_lock_wait,
-                    ),
-                )
-            elif way == "offline":
-                results[way] = {"seconds": _offline(engine, args.batch_size)}
-            else:
-                results[way] = {"seconds": _baseline(db, engine)}
-        finally:
-            engine.dispose()
-            db.drop(admin, schema)
-            admin.dispose()
+    ways = ["online"] if args.online_only else ["online", "offline", "baseline"]
+    rounds: dict[str, list[Any]] = {way: [] for way in ways}
+    for r in range(args.rounds):
+        for way in ways[r % len(ways) :] + ways[: r % len(ways)]:  # interleaved
+            admin, engine, schema = db.scratch(base)
+            try:
+                db.load(engine, args.parents, args.children)
+                db.settle(engine)
+                if way == "online":
+                    url = engine.url.render_as_string(hide_password=False)
+                    rounds[way].append(
+                        _online(
+                            db,
+                            engine,
+                            url,
+                            args.parents,
+                            args.children,
+                            args.prepared,
+                            PkMigrationOptions(
+                                online=True,
+                                batch_size=args.batch_size,
+                                batch_time=args.batch_time,
+                                nice_ratio=args.nice_ratio,
+                                batch_pause=args.batch_pause,
+                                metadata_lock_wait=args.metadata_lock_wait,
+                            ),
+                        )
+                    )
+                elif way == "offline":
+                    rounds[way].append(
+                        _logged(db, engine, partial(_offline, engine, args.batch_size))
+                    )
+                else:
+                    rounds[way].append(_logged(db, engine, partial(_baseline, db, engine)))
+            finally:
+                engine.dispose()
+                db.drop(admin, schema)
+                admin.dispose()
     if args.json:
-        print(json.dumps(results, indent=2, default=str))
+        print(json.dumps(rounds, indent=2, default=str))
     else:
-        _report(db, args, results)
-    phases = results["online"].values()
+        _report(db, args, rounds)
+    phases = [o for r in rounds["online"] for o in r.values()]
     return 0 if all(o["check"].startswith("OK") and not o["failed"] for o in phases) else 1
 
 

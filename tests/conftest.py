@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requirements as requires
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -26,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 DEFAULT_POSTGRESQL_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_MARIADB_URL = "mysql+pymysql://root@127.0.0.1:3306/test"
 
-DIALECTS = ("sqlite", "postgresql", "mariadb")
+DIALECTS = requires.DATABASES
 
 
 def _require_dialects() -> bool:
@@ -203,6 +204,24 @@ def postgresql_private_engine(postgresql_url: URL) -> Iterator[Engine]:
     """A PostgreSQL engine on a schema of this test's own (PostgreSQL-only tests)."""
     with _postgresql_scratch(_base_url("postgresql")) as url:
         yield from _engine(url)
+
+
+@pytest.fixture(params=requires.online.databases())
+def online_private_engine(request: pytest.FixtureRequest) -> Engine:
+    """The same test once per database with an online mode (tests/requirements.py:
+    PostgreSQL, MariaDB), on a schema/database of this test's own."""
+    engine: Engine = request.getfixturevalue(f"{request.param}_private_engine")
+    return engine
+
+
+@pytest.fixture
+def online_shop(online_private_engine: Engine) -> Engine:
+    """``online_private_engine`` with the shop application's tables and rows
+    (tests/online_app.py): ``shop s``, ``item``, ``review``."""
+    from online_app import shop_schema
+
+    shop_schema(online_private_engine)
+    return online_private_engine
 
 
 # --- one fixture per DBAPI driver ------------------------------------------------

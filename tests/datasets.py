@@ -201,7 +201,10 @@ def routine_names(conn: Connection) -> list[str]:
     """Names of the stored functions, procedures and triggers (to acknowledge)."""
     name = conn.dialect.name
     if name == "postgresql":
-        sql = "SELECT proname FROM pg_proc WHERE pronamespace = current_schema()::regnamespace"
+        sql = (
+            "SELECT proname FROM pg_proc"
+            " WHERE pronamespace = quote_ident(current_schema())::regnamespace"
+        )
     elif name == "mysql":
         sql = (
             "SELECT ROUTINE_NAME FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()"

@@ -10,14 +10,15 @@ row's other columns) joined through it: it must survive the upgrade too.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.dialects import for_dialect
-from sqla_ids.migration.state import STATE_TABLE
+from sqla_ids.migration.backends import backend_for
+from sqla_ids.migration.core.state import STATE_TABLE
 
 
 def _text(value: Any) -> str:
@@ -49,17 +50,18 @@ def _pg_schema(conn: Connection) -> list[str]:
         " col_description(c.oid, a.attnum), a.attacl::text"
         " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
         " LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
-        " WHERE c.relnamespace = current_schema()::regnamespace AND a.attnum > 0"
+        " WHERE c.relnamespace = quote_ident(current_schema())::regnamespace AND a.attnum > 0"
         " AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm')",
         "index": "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()",
         "constraint": "SELECT c.relname, k.conname, pg_get_constraintdef(k.oid)"
         " FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid"
-        " WHERE c.relnamespace = current_schema()::regnamespace",
+        " WHERE c.relnamespace = quote_ident(current_schema())::regnamespace",
         "trigger": "SELECT pg_get_triggerdef(g.oid), g.tgenabled FROM pg_trigger g"
         " JOIN pg_class c ON c.oid = g.tgrelid"
-        " WHERE c.relnamespace = current_schema()::regnamespace AND NOT g.tgisinternal",
+        " WHERE c.relnamespace = quote_ident(current_schema())::regnamespace"
+        " AND NOT g.tgisinternal",
         "relation": "SELECT relname, relkind, relacl::text, obj_description(oid, 'pg_class')"
-        " FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+        " FROM pg_class WHERE relnamespace = quote_ident(current_schema())::regnamespace"
         " AND relkind IN ('r', 'p', 'v', 'm', 'S')",
         "view": "SELECT viewname, definition FROM pg_views WHERE schemaname = current_schema()",
         "rule": "SELECT tablename, rulename, definition FROM pg_rules"
@@ -80,11 +82,12 @@ def _mariadb_schema(conn: Connection) -> list[str]:
     for t in tables(conn):
         create = str(conn.exec_driver_sql(f"SHOW CREATE TABLE {q(t)}").one()[1])
         lines = [ln.strip().rstrip(",") for ln in create.split("\n")]
-        # Columns in order; keys as a set (recreated keys are listed last).
+        # Columns and keys in the order the server prints them: a positional
+        # consumer (or a diff of two dumps) sees the order, so a round trip keeps it.
         columns = [ln for ln in lines if ln.startswith("`")]
-        keys = sorted(ln for ln in lines[1:-1] if not ln.startswith("`"))
+        keys = [ln for ln in lines[1:-1] if not ln.startswith("`")]
         out += [f"table {t}: {lines[-1]}", *(f"{t} column: {c}" for c in columns)]
-        out += [f"{t} key: {k}" for k in keys]
+        out += [f"{t} key {n:03d}: {k}" for n, k in enumerate(keys)]
     for sql in (
         "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, ACTION_TIMING, EVENT_MANIPULATION,"
         " ACTION_STATEMENT FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
@@ -112,6 +115,17 @@ def _sqlite_schema(conn: Connection) -> list[str]:
     return [f"{tuple(_text(v) for v in r)}" for r in data] + [f"seq {tuple(r)}" for r in seq]
 
 
+def structure(conn: Connection) -> list[str]:
+    """:func:`schema` without the counters an application's inserts move
+    (sequences, ``AUTO_INCREMENT=``): what a round trip with an application
+    writing meanwhile must give back."""
+    return sorted(
+        re.sub(r" AUTO_INCREMENT=\d+", "", line)
+        for line in schema(conn)
+        if not line.startswith("sequence:")
+    )
+
+
 def schema(conn: Connection) -> list[str]:
     """Every schema object of the current schema/database, as sorted text lines."""
     name = conn.dialect.name
@@ -128,10 +142,10 @@ def relations(conn: Connection) -> dict[str, Counter[tuple[str, ...]]]:
     """Per foreign key: the multiset of (child's other columns + parent's other
     columns) of every joined pair, keys themselves left out (they change)."""
     inspector = sa.inspect(conn)
-    dialect = for_dialect(conn.dialect).migration()  # reads names with backticks right
+    reflect = backend_for(conn).reflect  # reads names with backticks right
     q = conn.dialect.identifier_preparer.quote
     result: dict[str, Counter[tuple[str, ...]]] = {}
-    fks = dialect.foreign_keys(conn, inspector)
+    fks = reflect.foreign_keys(conn, inspector)
     # Key columns (primary keys, every FK column, old keys) change: left out.
     keyish: dict[str, set[str]] = {}
     for fk in fks:
@@ -146,12 +160,12 @@ def relations(conn: Connection) -> dict[str, Counter[tuple[str, ...]]]:
         keys_p = set(fk["referred_columns"])
         cols_c = [
             c["name"]
-            for c in dialect.columns(conn, inspector, t).values()
+            for c in reflect.columns(conn, inspector, t).values()
             if c["name"] not in keys_c | keyish.get(t, set()) and not _key_like(c)
         ]
         cols_p = [
             c["name"]
-            for c in dialect.columns(conn, inspector, parent).values()
+            for c in reflect.columns(conn, inspector, parent).values()
             if c["name"] not in keys_p | keyish.get(parent, set()) and not _key_like(c)
         ]
         on = " AND ".join(

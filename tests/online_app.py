@@ -17,17 +17,23 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+import requirements as requires
 import sqlalchemy as sa
 from alembic.config import Config
 from sqlalchemy.engine import Engine
 
-from sqla_ids.migration.progress import Batches
+from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7
+from sqla_ids.migration.core.model import TEMP_PREFIX, name_suffix
+from sqla_ids.migration.core.progress import Batches
 
 SHOPS = 300
 SHOPS_SQL = "`shop s`"
 """The parent table's name, quoted for MariaDB."""
+TEMP_KEY = f"{TEMP_PREFIX}{name_suffix('shop s')}_0"
+"""The new key's column before the swap."""
 
 
 def postgresql_schema(engine: Engine) -> None:
@@ -98,6 +104,51 @@ def mariadb_schema(engine: Engine) -> None:
         )
 
 
+SCHEMAS: dict[str, Callable[[Engine], None]] = {
+    "postgresql": postgresql_schema,
+    "mariadb": mariadb_schema,
+}
+"""The shop's tables and rows, per test database with an online mode."""
+
+CURRENT_SCHEMA = {"postgresql": "current_schema()", "mariadb": "DATABASE()"}
+"""SQL naming the schema (PostgreSQL) or database (MariaDB) the tables are in,
+for queries of ``information_schema``."""
+
+
+def shop_schema(engine: Engine) -> None:
+    """The shop on ``engine``'s database (:data:`SCHEMAS`)."""
+    SCHEMAS[requires.database_name(engine)](engine)
+
+
+def quoted(engine: Engine, name: str = "shop s") -> str:
+    """``name`` quoted for ``engine``'s database (the parent table by default)."""
+    return engine.dialect.identifier_preparer.quote(name)
+
+
+def key_types(engine: Engine) -> dict[str, str]:
+    """``table.column`` -> ``information_schema`` data type, for every ``id`` and
+    ``shop_id`` column of the schema (or database) the shop is in."""
+    here = CURRENT_SCHEMA[requires.database_name(engine)]
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns"
+            f" WHERE table_schema = {here} AND column_name IN ('id', 'shop_id')"
+        ).all()
+    return {f"{table}.{column}": str(kind).lower() for table, column, kind in rows}
+
+
+def migrate_online(engine: Engine, phase: str, **options: Any) -> None:
+    """Migrate ``shop s`` online up to ``phase``, in batches of 97 unless told."""
+    options.setdefault("batch_size", 97)
+    with engine.connect() as conn:
+        migrate_pk_to_uuid7(
+            conn,
+            "shop s",
+            PkMigrationOptions(online=True, **options),
+            phase=phase,  # type: ignore[arg-type]
+        )
+
+
 class Writer(threading.Thread):
     """The application: mixed writes, each its own transaction, all recorded."""
 
@@ -128,8 +179,14 @@ class Writer(threading.Thread):
             if shop not in self.deleted:
                 return shop
 
+    def _enough(self) -> bool:
+        # The checks need more than 50 committed transactions (or fail on the
+        # failures): however early it is stopped, the writer keeps going until
+        # then, at the machine's pace, never assuming a rate.
+        return self.statements > 50 or len(self.failures) > 50
+
     def run(self) -> None:
-        while not self.stop.is_set():
+        while not (self.stop.is_set() and self._enough()):
             self.n += 1
             n = self.n
             try:
@@ -198,7 +255,8 @@ class Writer(threading.Thread):
 
 @contextmanager
 def running(app: threading.Thread, stop: threading.Event) -> Iterator[None]:
-    """``app`` writing before, during and after the block (then stopped)."""
+    """``app`` writing before, during and after the block (then stopped; each
+    application keeps writing until it has written what its checks need)."""
     app.start()
     try:
         time.sleep(0.3)
@@ -207,6 +265,34 @@ def running(app: threading.Thread, stop: threading.Event) -> Iterator[None]:
     finally:
         stop.set()
         app.join()
+
+
+def run_with_writer(engine: Engine, key_updates: bool, *phases: str, **options: Any) -> Writer:
+    """The online migration of ``shop s`` through ``phases``, one call each, while
+    the application writes (its old-key arithmetic stops at the swap: the key
+    is a UUID from then on); the application, stopped, is returned."""
+    writer = Writer(engine, key_updates, shops=quoted(engine))
+    writer.start()
+    try:
+        time.sleep(0.2)
+        for phase in phases:
+            if phase == "swap":
+                writer.key_updates = False
+            migrate_online(engine, phase, **options)
+            time.sleep(0.2)
+    finally:
+        writer.stop.set()
+        writer.join()
+    return writer
+
+
+def check_new_keys(engine: Engine, writer: Writer) -> None:
+    """Every relationship the writer made holds under the new keys, which are
+    the database's UUIDs."""
+    check_relations(engine, writer)
+    types = key_types(engine)
+    assert types["shop s.id"] == "uuid" and types["item.shop_id"] == "uuid"
+    assert types["review.shop_id"] == "uuid"
 
 
 def check_relations(engine: Engine, writer: Writer) -> None:

@@ -25,6 +25,7 @@ from alembic.operations import MigrateOperation, Operations
 
 import sqla_ids.alembic
 from sqla_ids import FormattedOrderNumber, PkMigrationOptions
+from sqla_ids.alembic.render import OPERATIONS_IMPORT
 
 
 def _op_classes() -> list[type[MigrateOperation]]:
@@ -63,11 +64,11 @@ MERGED = uuid.UUID("01900000-0000-7000-8000-000000000002")
 SAMPLES: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "AddOrderNumberColumnOp": (
         ("orders", "number", ORDER_NUMBER),
-        {"key_column": "order_id", "order_by": "created_at", "schema": "shop"},
+        {"key_column": "order_id", "order_by": "created_at", "schema": "shop", "nullable": False},
     ),
     "DropOrderNumberColumnOp": (
         ("orders", "number", ORDER_NUMBER),
-        {"schema": "shop", "key_column": "order_id", "order_by": "created_at"},
+        {"schema": "shop", "key_column": "order_id", "order_by": "created_at", "nullable": False},
     ),
     "CreateOrderNumberSequenceOp": (
         ("contract_numbers",),
@@ -76,6 +77,21 @@ SAMPLES: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "DropOrderNumberSequenceOp": (
         ("contract_numbers",),
         {"schema": "shop", "table": "orders", "column": "number"},
+    ),
+    "AddUUID7KeyOp": (
+        ("event_log",),
+        {
+            "column": "log_id",
+            "order_by": ["logged_at", "seq"],
+            "timestamp_column": "logged_at",
+            "batch_size": 250,
+            "seed": "s",
+            "server_default": False,
+        },
+    ),
+    "DropUUID7KeyOp": (
+        ("event_log",),
+        {"column": "log_id", "unique_key": "uq_event", "keep_unique_key": False},
     ),
     "CreateUUID7FunctionOp": ((), {"serial": True}),
     "DropUUID7FunctionOp": ((), {"serial": True}),
@@ -180,6 +196,9 @@ def test_render_then_execute_gives_the_same_operation(cls: type[MigrateOperation
     op = _make(cls)
     text, imports = _render(op)
     assert text.startswith("op.")
+    # Issue 32 item 16: the revision registers the operation itself, so it runs
+    # under an env.py without ``import sqla_ids.alembic`` (no bare AttributeError).
+    assert OPERATIONS_IMPORT in imports
     again = _reread(text, imports)
     assert type(again) is cls
     assert arguments(again) == arguments(op), text
@@ -208,6 +227,6 @@ def test_rendered_order_number_type_uses_the_sqla_ids_namespace() -> None:
     assert text == (
         "op.drop_order_number_column('orders', 'number', sqla_ids.FormattedOrderNumber("
         "key='contract', check_digit='damm', sequence='contract_numbers'), schema='shop', "
-        "key_column='order_id', order_by='created_at')"
+        "key_column='order_id', order_by='created_at', nullable=False)"
     )
-    assert imports == {"import sqla_ids"}
+    assert imports == {"import sqla_ids", OPERATIONS_IMPORT}

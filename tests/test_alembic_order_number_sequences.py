@@ -12,11 +12,9 @@ import io
 import logging
 import re
 import secrets
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import alembic
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -43,25 +41,10 @@ from sqla_ids.dialects.sqlite import SQLite
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.order_numbers import OrderNumberCodec, default_keyring, register_key
 from sqla_ids.types.order_number_ddl import order_number_check_name
+from tests.alembic_project import project
 
 KEY, TWEAK = "EF4359D8D580AA4F7F036D6F04FC6A94", "D8E7920AFA330A"
 TABLE, SEQUENCE = "t_seqcycle_orders", "t_seqcycle_numbers"
-
-ENV_PY = """\
-from alembic import context
-
-import sqla_ids.alembic
-
-config = context.config
-context.configure(
-    connection=config.attributes["connection"],
-    target_metadata=config.attributes["metadata"],
-    render_item=sqla_ids.alembic.render_item,
-    include_object=sqla_ids.alembic.include_object,
-)
-with context.begin_transaction():
-    context.run_migrations()
-"""
 
 
 @pytest.fixture
@@ -83,16 +66,13 @@ def _models(key_name: str) -> tuple[sa.MetaData, sa.Table]:
 
 
 def _config(tmp_path: Path, connection: sa.Connection, metadata: sa.MetaData) -> Config:
-    location = tmp_path / "migrations"
-    (location / "versions").mkdir(parents=True)
-    template = Path(alembic.__file__).parent / "templates" / "generic" / "script.py.mako"
-    shutil.copy(template, location / "script.py.mako")
-    (location / "env.py").write_text(ENV_PY)
-    config = Config()
-    config.set_main_option("script_location", str(location))
-    config.attributes["connection"] = connection
-    config.attributes["metadata"] = metadata
-    return config
+    return project(
+        tmp_path,
+        connection,
+        metadata,
+        render_item=sqla_ids.alembic.render_item,
+        include_object=sqla_ids.alembic.include_object,
+    )
 
 
 def _sequence_exists(connection: sa.Connection, name: str) -> bool:

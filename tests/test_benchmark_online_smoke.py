@@ -9,15 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import requirements as requires
 from sqlalchemy.engine import URL
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "online_migration.py"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("server", ["postgresql_url", "mariadb_url"])
+@pytest.mark.parametrize("server", requires.online.databases())
 def test_online_benchmark_quick(server: str, request: pytest.FixtureRequest) -> None:
-    url: URL = request.getfixturevalue(server)
+    url: URL = request.getfixturevalue(f"{server}_url")
     base = url.render_as_string(hide_password=False).split("?")[0]  # it makes its own schema
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--url", base],

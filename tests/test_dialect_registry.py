@@ -20,6 +20,9 @@ from sqla_ids.dialects import (
     for_dialect,
     registered,
 )
+from sqla_ids.migration.backends import backend_for
+from sqla_ids.migration.backends.base import refusal
+from sqla_ids.migration.backends.base import registered as backends
 from sqla_ids.types.uuid7 import UUIDv7
 
 
@@ -31,7 +34,10 @@ def test_each_dialect_gets_its_database() -> None:
     assert isinstance(for_dialect("mariadb"), MariaDB)
     assert issubclass(MariaDB, MySQL)
     assert for_dialect("postgresql") is for_dialect(postgresql.dialect())  # one object each
-    assert set(registered()) == {"postgresql", "mysql", "mariadb", "sqlite", "mssql"}
+    assert set(registered()) == {
+        *("postgresql", "cockroachdb", "yugabytedb"),
+        *("mysql", "mariadb", "sqlite", "mssql"),
+    }
 
 
 def test_a_mysql_dialect_connected_to_mariadb_is_mariadb() -> None:
@@ -52,7 +58,11 @@ def test_capabilities_are_documented_attributes() -> None:
 @pytest.mark.parametrize(
     ("call", "pattern"),
     [
-        (lambda: for_dialect("mssql").migration(), "migrating keys to UUIDv7 .* SQL Server"),
+        (lambda: backend_for(mssql.dialect()), "migrating keys to UUIDv7 .* SQL Server"),
+        (
+            lambda: backend_for(mysql.pymysql.dialect()),  # connected to MySQL, not MariaDB
+            "MySQL .*not supported by the key migration.*ADD COLUMN IF NOT EXISTS",
+        ),
         (lambda: for_dialect("mssql").scanning(), "searching for UUIDs .* SQL Server"),
         (lambda: for_dialect("mssql").uuid192_storage(), "UUID192Type .* SQL Server"),
         (lambda: for_dialect("mssql").uuid7_function_create_sql("f"), "UUIDv7 function .* SQL"),
@@ -105,3 +115,18 @@ def test_mariadb_native_uuid_only_where_mdev_29959_is_fixed(
     assert MariaDB.native_uuid(dialect) is native
     storage = for_dialect("mariadb").uuid7_storage(UUIDv7(), dialect)
     assert isinstance(storage, sa.UUID) is native
+
+
+def test_every_database_has_a_migration_backend_or_a_refusal_of_its_own() -> None:
+    """A database class added to the registry must not inherit its parent's
+    migration backend unnoticed (CockroachDB speaks PostgreSQL's SQL, but its
+    DDL does not roll back): each has a backend registered for it, a refusal
+    naming it, or no served ancestor (then "not supported")."""
+    served = {backend.database for backend in backends().values()}
+    for database in set(registered().values()):
+        why = refusal(database)
+        if why is not None:
+            assert database.label in why
+        elif database not in served:
+            inherited = [c.label for c in database.__mro__[1:] if c in served]
+            assert not inherited, f"{database.label} would use {inherited[0]}'s backend"

@@ -1,7 +1,8 @@
 """What the docs say about Alembic and file databases holds.
 
 * The examples that keep their rows in a file (getting started, the order
-  number column) run again in the same folder, as a reader would.
+  number column, the column types, the migration's worked example) run
+  again in the same folder, as a reader would.
 * The render of ``FormattedOrderNumber`` quoted in docs/order_numbers.md is
   what autogenerate writes.
 * The ``env.py`` made by ``sqla-ids alembic init`` (docs/alembic.md) gives a
@@ -37,7 +38,9 @@ def _run_page(page: Path, namespace: dict[str, object]) -> None:
         exec(code, namespace)
 
 
-@pytest.mark.parametrize("name", ["index.md", "order_numbers.md", "alembic.md"])
+@pytest.mark.parametrize(
+    "name", ["index.md", "order_numbers.md", "alembic.md", "types.md", "migration.md"]
+)
 def test_page_examples_run_twice_in_the_same_folder(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

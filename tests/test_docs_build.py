@@ -38,3 +38,10 @@ def test_broken_link_fails_the_build(tmp_path: Path) -> None:
     result = _build(copy / "mkdocs.yml", tmp_path / "site")
     assert result.returncode != 0
     assert "no_such_page.md" in result.stderr + result.stdout
+
+
+def test_pages_cite_nothing_outside_the_repository() -> None:
+    """The product spec is not part of the repository: pages link to pages, not to it."""
+    pages = [*ROOT.joinpath("docs").glob("**/*.md"), ROOT / "README.md"]
+    citing = [p.name for p in pages if "SPEC" in p.read_text(encoding="utf-8")]
+    assert citing == []

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import pytest
 
-pydantic = pytest.importorskip("pydantic", minversion="2.14")
+pydantic = pytest.importorskip("pydantic", minversion="2.11")
 
 from sqla_ids import OrderNumberCodec, uuid7  # noqa: E402
 from sqla_ids.integrations import pydantic as integration  # noqa: E402

@@ -3,7 +3,7 @@ small against the tables it rewrites (pure: no server)."""
 
 from __future__ import annotations
 
-from sqla_ids.dialects.mysql.online import pool_advice
+from sqla_ids.migration.backends.mysql.online import pool_advice
 
 MB = 1024 * 1024
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from sqla_ids.migration import PkMigrationOptions, progress
-from sqla_ids.migration.progress import FIRST_BATCH, Batches, next_batch_size
+from sqla_ids.migration import PkMigrationOptions
+from sqla_ids.migration.core import progress
+from sqla_ids.migration.core.progress import FIRST_BATCH, Batches, next_batch_size
 
 pytestmark = pytest.mark.pure_python
 

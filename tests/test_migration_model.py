@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sqla_ids.migration.model import NewKeyDefault, OldKeyDefault, PkMigrationPlan
+from sqla_ids.migration.core.model import NewKeyDefault, OldKeyDefault, PkMigrationPlan
 
 
 def _plan(**fields: object) -> PkMigrationPlan:

@@ -7,21 +7,14 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from dbsnapshot import rows, schema
-from online_app import mariadb_schema, postgresql_schema
+from online_app import shop_schema
 from sqlalchemy.engine import Engine
 
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
-from sqla_ids.migration.state import STATE_TABLE, steps
+from sqla_ids.migration.core.state import STATE_TABLE, steps
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(params=["postgresql", "mariadb"])
-def shop(request: pytest.FixtureRequest) -> Engine:
-    engine: Engine = request.getfixturevalue(f"{request.param}_private_engine")
-    (postgresql_schema if request.param == "postgresql" else mariadb_schema)(engine)
-    return engine
 
 
 def _reset(engine: Engine) -> None:
@@ -31,11 +24,14 @@ def _reset(engine: Engine) -> None:
     with engine.begin() as conn:
         for table in ("item", "review", "shop s"):
             conn.exec_driver_sql(f"DROP TABLE {q(table)}")
-    (postgresql_schema if engine.dialect.name == "postgresql" else mariadb_schema)(engine)
+    shop_schema(engine)
 
 
 @pytest.mark.parametrize("phase", ["prepare", "swap"])
-def test_a_recreated_table_is_not_taken_for_the_migrated_one(shop: Engine, phase: str) -> None:
+def test_a_recreated_table_is_not_taken_for_the_migrated_one(
+    online_shop: Engine, phase: str
+) -> None:
+    shop = online_shop
     with shop.connect() as conn:
         migrate_pk_to_uuid7(
             conn,

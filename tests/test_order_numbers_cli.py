@@ -81,3 +81,30 @@ def test_qr_svg(capsys: pytest.CaptureFixture[str]) -> None:
         main(["order-number", "qr", number[:-1] + "0" if number[-1] != "0" else number[:-1] + "1"])
         == 2
     )
+
+
+@pytest.mark.parametrize(
+    ("action", "keyed"), [("encode", True), ("decode", True), ("validate", False), ("qr", False)]
+)
+def test_only_the_actions_that_use_the_key_offer_key(
+    action: str, keyed: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["order-number", action, "--help"])
+    assert exit_.value.code == 0
+    shown = capsys.readouterr().out
+    assert ("--key NAME" in shown) is keyed
+    assert ("no key is needed" in shown) is not keyed
+
+
+def test_validate_works_without_any_key_configured(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    number = _expected(7)
+    monkeypatch.delenv("SQLA_IDS_ORDER_KEY")
+    monkeypatch.delenv("SQLA_IDS_ORDER_TWEAK")
+    default_keyring.forget("default")
+    assert main(["order-number", "validate", number.replace("-", "")]) == 0
+    assert capsys.readouterr().out == f"OK\t{number}\n"
+    with pytest.raises(SystemExit):  # argparse: no such option
+        main(["order-number", "validate", "--key", "other", number])

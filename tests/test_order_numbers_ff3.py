@@ -104,3 +104,31 @@ def test_characters_outside_the_alphabet_are_refused() -> None:
 def test_engine_repr_holds_no_secret() -> None:
     engine = FF3Engine(KEY)
     assert KEY.key_hex() not in repr(engine).lower()
+
+
+def test_length_bounds_are_ff3s_for_every_radix() -> None:
+    from sqla_ids.order_numbers.ff3_batch import length_bounds
+
+    for radix in range(2, 63):
+        cipher = FF3Cipher(KEY.key_hex(), KEY.tweak_hex(), radix)
+        assert length_bounds(radix) == (cipher.minLen, cipher.maxLen), radix
+
+
+def test_only_ff3s_public_constructor_is_used() -> None:
+    """ff3 has no upper bound in pyproject beyond its major version: the engine
+    must not reach into its internals (the AES object, tweak helpers)."""
+    import ast
+    import inspect
+
+    from sqla_ids.order_numbers import ff3_batch
+
+    tree = ast.parse(inspect.getsource(ff3_batch))
+    imported = {
+        (node.module, alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ff3")
+        for alias in node.names
+    }
+    assert imported == {("ff3", "FF3Cipher")}
+    attributes = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    assert not attributes & {"aesCipher", "minLen", "maxLen", "calculate_tweak64_ff3_1"}

@@ -121,6 +121,7 @@ def test_bench_json_on_each_dialect(
     user_table.drop(engine)
 
 
+@pytest.mark.slow  # a whole benchmark run (the JSON runs, per dialect, are slow too)
 def test_bench_text_output(sqlite_url: URL, capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = _bench(capsys, sqlite_url, "--rows", "200", "--rates", "1,512")
     assert status == 0

@@ -205,3 +205,50 @@ def test_cli_relations(shop: Engine, capsys: pytest.CaptureFixture[str]) -> None
     assert "rl_orders.customer_id" in capsys.readouterr().out
     assert main(["relations", "--url", url, "--column", "nodot"]) == 2
     assert "TABLE.COLUMN" in capsys.readouterr().err
+
+
+def test_migration_backups_are_left_out_unless_named(
+    private_engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A migrated schema: the mapping tables (old key -> new key) hold copies of
+    keys, not the application's entities; they are listed as left out."""
+    from sqla_ids import migrate_pk_to_uuid7
+
+    engine = private_engine
+    md = sa.MetaData()
+    sa.Table("rm_customers", md, sa.Column("id", sa.BigInteger, primary_key=True))
+    sa.Table(
+        "rm_orders",
+        md,
+        sa.Column("id", sa.BigInteger, primary_key=True),
+        sa.Column("customer_id", sa.BigInteger, sa.ForeignKey("rm_customers.id"), nullable=False),
+    )
+    md.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(md.tables["rm_customers"].insert(), [{"id": n} for n in range(1, 13)])
+        conn.execute(
+            md.tables["rm_orders"].insert(),
+            [{"id": n, "customer_id": 1 + n % 12} for n in range(1, 31)],
+        )
+    with engine.connect() as conn:
+        migrate_pk_to_uuid7(conn, "rm_customers")
+        migrate_pk_to_uuid7(conn, "rm_orders", mapping_table="rm_orders_backup")
+        conn.commit()
+    report = infer_relations(engine)
+    assert {c.table for c in report.columns} == {"rm_customers", "rm_orders"}
+    # The mapping tables, by name or as recorded, and the migrations' state table.
+    assert report.left_out == [
+        "rm_customers_uuid7_map",
+        "rm_orders_backup",
+        "sqla_ids_pk_migrations",
+    ]
+    assert report.complete  # left out by choice, not a check that failed
+    assert [(r.table, r.column, r.target_table) for r in report.references] == [
+        ("rm_orders", "customer_id", "rm_customers")
+    ]
+    named = infer_relations(engine, tables=["rm_orders_backup"])
+    assert {c.table for c in named.columns} == {"rm_orders_backup"} and named.left_out == []
+    assert main(["relations", "--url", engine.url.render_as_string(hide_password=False)]) == 0
+    out = capsys.readouterr().out
+    assert "left out (sqla_ids' own tables" in out and "rm_customers_uuid7_map" in out
+    assert "rm_customers_uuid7_map." not in out  # not among the UUID columns

@@ -112,6 +112,7 @@ def _wait_closed(sock: socket.socket, limit: float) -> tuple[bytes, float]:
     return received, time.monotonic() - start
 
 
+@pytest.mark.slow  # waits for real timeouts
 def test_silent_connections_are_closed_after_the_timeout() -> None:
     for server in _start(request_timeout=0.5):
         socks = [socket.create_connection(server.server_address[:2]) for _ in range(5)]
@@ -126,6 +127,7 @@ def test_silent_connections_are_closed_after_the_timeout() -> None:
         assert response.status == 200
 
 
+@pytest.mark.slow  # waits for real timeouts
 def test_a_trickled_request_is_cut_off_at_the_deadline() -> None:
     for server in _start(request_timeout=0.6):
         with socket.create_connection(server.server_address[:2], timeout=10) as sock:
@@ -143,6 +145,7 @@ def test_a_trickled_request_is_cut_off_at_the_deadline() -> None:
         assert data == b"" and sent < 100 and elapsed < 4
 
 
+@pytest.mark.slow  # waits for real timeouts
 def test_connections_beyond_the_cap_get_503_at_once() -> None:
     for server in _start(max_connections=2, request_timeout=30):
         held = [socket.create_connection(server.server_address[:2]) for _ in range(2)]

@@ -64,6 +64,7 @@ def test_returns_plain_uuid_that_behaves_like_one() -> None:
         value.int = 5  # type: ignore[misc]
 
 
+@pytest.mark.slow  # a million values; the quick loop checks the same on fewer
 def test_version_and_variant_on_millions_of_values() -> None:
     generator = UUIDv7Generator()
     values = generator.batch(2_000_000) + [generator() for _ in range(200_000)]
@@ -71,6 +72,7 @@ def test_version_and_variant_on_millions_of_values() -> None:
     assert_v7_strictly_increasing(values)
 
 
+@pytest.mark.slow  # a million values; the quick loop checks the same on fewer
 def test_strict_order_over_a_million_values_and_bytes_order() -> None:
     values = uuid7_batch(500_000) + [uuid7() for _ in range(500_000)] + uuid7_batch(10)
     assert_v7_strictly_increasing(values)
@@ -93,6 +95,7 @@ def test_default_layout_fields() -> None:
     assert len(tails) == 100
 
 
+@pytest.mark.slow  # 320,000 values from eight threads
 def test_strictly_increasing_across_eight_threads() -> None:
     generator = UUIDv7Generator()
     per_thread = 40_000
@@ -174,6 +177,7 @@ def test_unavailable_clock_before_any_value_is_a_clear_error() -> None:
         generator.batch(3)
 
 
+@pytest.mark.slow  # a million values; the quick loop checks the same on fewer
 def test_no_drift_after_a_burst_of_a_million() -> None:
     # uuid6.uuid7() bumps the millisecond on every same-ms call and ends up
     # far in the future after such a burst; ours stays on the wall clock.
@@ -186,6 +190,7 @@ def test_no_drift_after_a_burst_of_a_million() -> None:
     assert 0 <= now_ms - uuid7_timestamp_ms(last) <= 50
 
 
+@pytest.mark.slow  # a million values; the quick loop checks the same on fewer
 def test_batch_of_a_million_tracks_the_clock() -> None:
     before = time.time_ns() // 1_000_000
     values = uuid7_batch(1_000_000)

@@ -12,17 +12,35 @@ the old keys. Pass it as
 Which columns and mapping tables are sqla_ids' is read from the state table
 of the database autogenerate compares against; a column carrying the comment
 the migration puts on old-key columns counts too.
+
+``include_object`` only reaches that database inside a running ``env.py``.
+So the same objects are also taken out of every comparison by
+:func:`keep_sqla_ids_objects`, an autogenerate comparator registered when
+:mod:`sqla_ids.alembic` is imported: ``compare_metadata(MigrationContext.configure(
+connection), metadata)`` and ``produce_migrations`` (how test suites and
+pytest-alembic look for pending migrations), ``alembic check`` and
+``alembic revision --autogenerate`` all leave them alone, with or without
+``include_object``. It also keeps the unique index
+``op.add_order_number_column`` gives a ``FormattedOrderNumber`` column of the
+models (``uq_<table>_<column>``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from alembic.autogenerate import comparators
+from alembic.autogenerate.api import AutogenContext
+from alembic.operations import ops
+from alembic.util import DispatchPriority, PriorityDispatchResult
+
+from sqla_ids.alembic.order_numbers import order_number_index_name
 from sqla_ids.dialects.sqlite import SQLite
-from sqla_ids.migration import state
+from sqla_ids.migration.core import state
+from sqla_ids.migration.core.state import STATE_TABLE
 from sqla_ids.migration.merge import HISTORY_SUFFIX
 from sqla_ids.migration.plan import DEFAULT_OLD_SUFFIX, MAPPING_SUFFIX, OLD_COLUMN_COMMENT
-from sqla_ids.migration.state import STATE_TABLE
+from sqla_ids.types.order_number import FormattedOrderNumber
 
 INTERNAL_TABLES = frozenset({SQLite.ORDER_NUMBER_COUNTERS, STATE_TABLE})
 BACKUP_SUFFIXES = (MAPPING_SUFFIX, HISTORY_SUFFIX)
@@ -80,3 +98,61 @@ def include_object(
         table = obj.table.name
         return (table, name) not in recorded_objects(_autogenerate_connection())[1]
     return True
+
+
+def _old_key_column(op: Any, columns: set[tuple[str, str]]) -> bool:
+    if not isinstance(op, ops.DropColumnOp):
+        return False
+    if (op.table_name, op.column_name) in columns:
+        return True
+    reverse = op._reverse
+    comment = "" if reverse is None else str(reverse.column.comment or "")
+    return comment.startswith(_COMMENT_PREFIX)
+
+
+def _reflected_name(name: Any) -> str:
+    # SQLAlchemy's MariaDB/MySQL reflection doubles a backtick inside an index name.
+    return str(name).replace("``", "`")
+
+
+def _numbered_indexes(autogen_context: AutogenContext) -> set[tuple[str, str]]:
+    """(table, index) of the unique index of each model ``FormattedOrderNumber`` column."""
+    return {
+        (table.name, order_number_index_name(table.name, column.name))
+        for table in autogen_context.sorted_tables
+        for column in table.columns
+        if isinstance(column.type, FormattedOrderNumber)
+    }
+
+
+@comparators.dispatch_for("autogenerate", priority=DispatchPriority.LAST)
+def keep_sqla_ids_objects(
+    autogen_context: AutogenContext, upgrade_ops: ops.UpgradeOps
+) -> PriorityDispatchResult:
+    """Autogenerate: never propose dropping sqla_ids' tables, old keys or number indexes.
+
+    Runs after every other comparison, in every autogenerate run (module docs).
+    """
+    tables, columns = recorded_objects(autogen_context.connection)
+    indexes = _numbered_indexes(autogen_context)
+    kept: list[Any] = []
+    for op in upgrade_ops.ops:
+        if isinstance(op, ops.DropTableOp | ops.ModifyTableOps) and (
+            is_sqla_ids_table(op.table_name) or op.table_name in tables
+        ):
+            continue
+        if isinstance(op, ops.ModifyTableOps):
+            op.ops[:] = [
+                o
+                for o in op.ops
+                if not _old_key_column(o, columns)
+                and not (
+                    isinstance(o, ops.DropIndexOp)
+                    and (o.table_name, _reflected_name(o.index_name)) in indexes
+                )
+            ]
+            if not op.ops:
+                continue
+        kept.append(op)
+    upgrade_ops.ops[:] = kept
+    return PriorityDispatchResult.CONTINUE

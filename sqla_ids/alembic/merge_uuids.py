@@ -23,6 +23,7 @@ from alembic.autogenerate.api import AutogenContext
 from alembic.operations import MigrateOperation, Operations
 
 from sqla_ids.alembic.migrate_pk import refuse_offline
+from sqla_ids.alembic.render import import_operations
 from sqla_ids.migration.merge import merge_uuids
 
 
@@ -97,6 +98,7 @@ def _literal(value: Any, autogen_context: AutogenContext) -> str:
 
 @renderers.dispatch_for(MergeUUIDsOp)
 def _render_merge(autogen_context: AutogenContext, op: MergeUUIDsOp) -> str:
+    import_operations(autogen_context)
     merges = ", ".join(
         f"{_literal(merged, autogen_context)}: {_literal(kept, autogen_context)}"
         for merged, kept in op.merges.items()

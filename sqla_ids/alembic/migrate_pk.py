@@ -25,13 +25,15 @@ from alembic.autogenerate import renderers
 from alembic.autogenerate.api import AutogenContext
 from alembic.operations import MigrateOperation, Operations
 
-from sqla_ids.dialects import for_dialect
+from sqla_ids.alembic.render import import_operations
 from sqla_ids.errors import MigrationRefusedError
-from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7, state
-from sqla_ids.migration.model import MAPPING_SUFFIX
+from sqla_ids.migration import migrate_pk_to_uuid7, preflight, restore_pk_from_uuid7
+from sqla_ids.migration.backends import backend_for
+from sqla_ids.migration.core import state
+from sqla_ids.migration.core.model import MAPPING_SUFFIX
+from sqla_ids.migration.core.options import PkMigrationOptions, build_options
+from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.online import Phase
-from sqla_ids.migration.options import PkMigrationOptions, build_options
-from sqla_ids.migration.progress import logger
 from sqla_ids.migration.runner import migrate_pks_to_uuid7
 
 
@@ -58,6 +60,9 @@ class MigratePkToUUID7Op(MigrateOperation):
         self.options = build_options(options, overrides)
         self.dry_run = dry_run
         self.phase = phase
+        # Set by the autogenerate rewriter: a created_at-like column, named in a
+        # comment of the rendered operation (never passed on by itself).
+        self._timestamp_hint: str | None = None
 
     @classmethod
     def migrate_pk_to_uuid7(
@@ -77,8 +82,9 @@ class MigratePkToUUID7Op(MigrateOperation):
         ``<table>_uuid7_map``), ``extra_references`` (``[("audit_log",
         "order_ref")]``: plain columns without an FK), ``batch_size``,
         ``seed``, ``keep_child_old_columns``, ``drop_sequence``,
-        ``server_default``, ``recreate_views`` and ``dry_run`` (log the plan,
-        change nothing).
+        ``server_default``, ``recreate_views`` and ``dry_run`` (log the
+        preflight -- changes, statements of each phase, estimates, risks --
+        and change nothing; see :mod:`sqla_ids.migration.dry_run`).
 
         ``server_default`` replaces the autoincrement/sequence/identity
         default. ``True`` (the default): UUIDv7 from the server function
@@ -103,9 +109,13 @@ class MigratePkToUUID7Op(MigrateOperation):
         ``"prepare"`` (expand, backfill, indexes and foreign keys, verified),
         ``"swap"`` or ``"contract"`` alone -- one per revision across deploys --
         or ``"all"``. Online steps commit on their own (an autocommit block).
+        ``versions=True`` (PostgreSQL, online) serves the tables in two versions
+        from revision A's expand until revision C's contract, for rolling
+        deploys: give it in every revision of the migration (docs/migration.md,
+        "Rolling deploys").
 
         The options may also be given as one
-        :class:`~sqla_ids.migration.options.PkMigrationOptions`. Running the
+        :class:`~sqla_ids.migration.core.options.PkMigrationOptions`. Running the
         operation again after it finished does nothing (logged), so a revision
         that stopped half-way can simply be run again.
         """
@@ -129,6 +139,8 @@ class MigratePksToUUID7Op(MigrateOperation):
     ) -> None:
         self.tables = _entries(tables)
         self.phase = phase
+        # Set by the autogenerate rewriter: table -> created_at-like column, for comments.
+        self._timestamp_hints: dict[str, str] = {}
 
     @classmethod
     def migrate_pks_to_uuid7(
@@ -243,7 +255,7 @@ def _run(operations: Operations, work: Any, online: bool = False) -> Any:
     steps commit on their own: always an autocommit block)."""
     context = operations.get_context()
     connection = operations.get_bind()
-    if not online and for_dialect(connection.dialect).migration().strategy.transactional:
+    if not online and backend_for(connection).strategy.transactional:
         return work(connection)
     with context.autocommit_block():
         return work(context.connection)
@@ -252,6 +264,16 @@ def _run(operations: Operations, work: Any, online: bool = False) -> Any:
 @Operations.implementation_for(MigratePkToUUID7Op)
 def _migrate(operations: Operations, operation: MigratePkToUUID7Op) -> None:
     refuse_offline(operations, "migrate_pk_to_uuid7")
+    if operation.dry_run:
+        # The preflight, logged (Alembic shows its logger's INFO): the plan,
+        # the statements of each phase, the estimates; nothing is changed.
+        report = preflight(
+            operations.get_bind(), operation.table_name, operation.options, phase=operation.phase
+        )
+        logger.info(
+            "dry run of migrate_pk_to_uuid7(%r):\n%s", operation.table_name, report.describe()
+        )
+        return
     _run(
         operations,
         lambda conn: migrate_pk_to_uuid7(
@@ -295,9 +317,9 @@ def _restore(operations: Operations, operation: RestorePkFromUUID7Op) -> None:
 def _restore_table(operations: Operations, table: str, options: PkMigrationOptions | None) -> None:
     """Undo the recorded migration of ``table``, online where it is swapped."""
     bind = operations.get_bind()
-    step = state.steps(bind).get(table, "")
+    step = state.recorded(bind).get(table)
     mapping = (options and options.mapping_table) or table + MAPPING_SUFFIX
-    if not step and not sa.inspect(bind).has_table(mapping):
+    if step is None and not sa.inspect(bind).has_table(mapping):
         # The revisions of one online migration (prepare, swap, contract) are
         # undone last first, and the latest one's downgrade undoes the whole
         # migration: the contract's restores the table (offline), the swap's
@@ -309,19 +331,30 @@ def _restore_table(operations: Operations, table: str, options: PkMigrationOptio
     _run(
         operations,
         lambda conn: restore_pk_from_uuid7(conn, table),
-        online=step == "online:swapped",
+        online=step is not None and step.phase.online,
+    )
+
+
+def _timestamp_comment(table: str, column: str) -> str:
+    return (
+        f"# {table}: timestamp_column={column!r} would take each new key's time from that "
+        "column (the keys then sort by creation time); see docs/migration.md"
     )
 
 
 @renderers.dispatch_for(MigratePkToUUID7Op)
-def _render_migrate(autogen_context: AutogenContext, op: MigratePkToUUID7Op) -> str:
+def _render_migrate(autogen_context: AutogenContext, op: MigratePkToUUID7Op) -> str | list[str]:
+    import_operations(autogen_context)
     options = op.options.to_dict()
     args = [repr(op.table_name)] + [f"{k}={_literal(v)}" for k, v in sorted(options.items())]
     if op.dry_run:
         args.append("dry_run=True")
     if op.phase != "all":
         args.append(f"phase={op.phase!r}")
-    return f"op.migrate_pk_to_uuid7({', '.join(args)})"
+    line = f"op.migrate_pk_to_uuid7({', '.join(args)})"
+    if op._timestamp_hint and "timestamp_column" not in options:
+        return [_timestamp_comment(op.table_name, op._timestamp_hint), line]
+    return line
 
 
 def _render_options(options: PkMigrationOptions) -> str:
@@ -343,13 +376,19 @@ def _phase_arg(phase: str) -> str:
 
 
 @renderers.dispatch_for(MigratePksToUUID7Op)
-def _render_migrate_many(autogen_context: AutogenContext, op: MigratePksToUUID7Op) -> str:
+def _render_migrate_many(
+    autogen_context: AutogenContext, op: MigratePksToUUID7Op
+) -> str | list[str]:
+    import_operations(autogen_context)
     tables = _render_tables(autogen_context, op.tables)
-    return f"op.migrate_pks_to_uuid7({tables}{_phase_arg(op.phase)})"
+    line = f"op.migrate_pks_to_uuid7({tables}{_phase_arg(op.phase)})"
+    comments = [_timestamp_comment(t, c) for t, c in sorted(op._timestamp_hints.items())]
+    return [*comments, line] if comments else line
 
 
 @renderers.dispatch_for(RestorePksFromUUID7Op)
 def _render_restore_many(autogen_context: AutogenContext, op: RestorePksFromUUID7Op) -> str:
+    import_operations(autogen_context)
     tables = _render_tables(autogen_context, op.tables)
     return f"op.restore_pks_from_uuid7({tables}{_phase_arg(op.phase)})"
 
@@ -365,6 +404,7 @@ def _literal(value: Any) -> str:
 
 @renderers.dispatch_for(RestorePkFromUUID7Op)
 def _render_restore(autogen_context: AutogenContext, op: RestorePkFromUUID7Op) -> str:
+    import_operations(autogen_context)
     args = [repr(op.table_name)]
     if op.options is not None and op.options.to_dict():
         autogen_context.imports.add("import sqla_ids.migration")

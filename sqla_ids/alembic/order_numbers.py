@@ -43,7 +43,7 @@ from alembic.autogenerate.api import AutogenContext
 from alembic.operations import MigrateOperation, Operations, ops
 from alembic.util import DispatchPriority, PriorityDispatchResult
 
-from sqla_ids.alembic.render import render_item
+from sqla_ids.alembic.render import import_operations, render_item
 from sqla_ids.dialects import UnsupportedDialectError, for_dialect
 from sqla_ids.dialects.order_number_owner import OrderNumberOwner, OwnedSequence
 from sqla_ids.errors import MigrationRefusedError
@@ -57,6 +57,7 @@ __all__ = [
     "DropOrderNumberColumnOp",
     "DropOrderNumberSequenceOp",
     "compare_order_number_sequences",
+    "order_number_index_name",
 ]
 
 _BACKFILL_BATCH = 500
@@ -66,7 +67,12 @@ _BACKFILL_BATCH = 500
 logger = logging.getLogger("alembic.sqla_ids.order_numbers")
 
 
-def _unique_name(table_name: str, column_name: str) -> str:
+def order_number_index_name(table_name: str, column_name: str) -> str:
+    """Name of the unique index ``op.add_order_number_column`` gives the column.
+
+    >>> order_number_index_name("orders", "number")
+    'uq_orders_number'
+    """
     return f"uq_{table_name}_{column_name}"[:63]
 
 
@@ -102,6 +108,7 @@ class AddOrderNumberColumnOp(MigrateOperation):
         key_column: str = "id",
         order_by: str | None = None,
         schema: str | None = None,
+        nullable: bool = True,
     ) -> None:
         if not isinstance(type_, FormattedOrderNumber) or type_.sequence is None:
             raise ValueError(
@@ -113,6 +120,7 @@ class AddOrderNumberColumnOp(MigrateOperation):
         self.key_column = key_column
         self.order_by = order_by
         self.schema = schema
+        self.nullable = nullable
 
     @classmethod
     def add_order_number_column(
@@ -125,12 +133,15 @@ class AddOrderNumberColumnOp(MigrateOperation):
         key_column: str = "id",
         order_by: str | None = None,
         schema: str | None = None,
+        nullable: bool = True,
     ) -> Any:
         """Add ``column_name`` to ``table_name``; existing rows are numbered by ``order_by``.
 
         ``key_column`` (default ``"id"``) identifies a row; ``order_by``
         (default: the key) is the column whose order the numbers follow;
-        ``schema`` is the table's schema (the sequence is created there).
+        ``schema`` is the table's schema (the sequence is created there);
+        ``nullable=False`` makes the column ``NOT NULL`` once every row has
+        its number.
         """
         return operations.invoke(
             cls(
@@ -140,6 +151,7 @@ class AddOrderNumberColumnOp(MigrateOperation):
                 key_column=key_column,
                 order_by=order_by,
                 schema=schema,
+                nullable=nullable,
             )
         )
 
@@ -152,6 +164,7 @@ class AddOrderNumberColumnOp(MigrateOperation):
             self.schema,
             key_column=self.key_column,
             order_by=self.order_by,
+            nullable=self.nullable,
         )
 
     def to_diff_tuple(self) -> tuple[Any, ...]:
@@ -176,6 +189,7 @@ class DropOrderNumberColumnOp(MigrateOperation):
         *,
         key_column: str = "id",
         order_by: str | None = None,
+        nullable: bool = True,
     ) -> None:
         if not isinstance(type_, FormattedOrderNumber) or type_.sequence is None:
             raise ValueError(
@@ -188,6 +202,7 @@ class DropOrderNumberColumnOp(MigrateOperation):
         self.schema = schema
         self.key_column = key_column
         self.order_by = order_by
+        self.nullable = nullable
 
     @classmethod
     def drop_order_number_column(
@@ -200,10 +215,12 @@ class DropOrderNumberColumnOp(MigrateOperation):
         *,
         key_column: str = "id",
         order_by: str | None = None,
+        nullable: bool = True,
     ) -> Any:
         """Drop ``column_name`` and the sequence of ``type_``.
 
-        ``key_column`` and ``order_by`` only matter to the reverse operation.
+        ``key_column``, ``order_by`` and ``nullable`` only matter to the reverse
+        operation.
         """
         return operations.invoke(
             cls(
@@ -213,6 +230,7 @@ class DropOrderNumberColumnOp(MigrateOperation):
                 schema,
                 key_column=key_column,
                 order_by=order_by,
+                nullable=nullable,
             )
         )
 
@@ -225,6 +243,7 @@ class DropOrderNumberColumnOp(MigrateOperation):
             key_column=self.key_column,
             order_by=self.order_by,
             schema=self.schema,
+            nullable=self.nullable,
         )
 
     def to_diff_tuple(self) -> tuple[Any, ...]:
@@ -421,7 +440,7 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
             [{"_key": key, "_number": sequence.next_number(connection, schema)} for key in chunk],
         )
     operations.create_index(
-        _unique_name(operation.table_name, operation.column_name),
+        order_number_index_name(operation.table_name, operation.column_name),
         operation.table_name,
         [operation.column_name],
         unique=True,
@@ -436,6 +455,15 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
             sa.text(condition),
             schema=schema,
         )
+    if not operation.nullable:
+        # Every row has its number now. SQLite cannot alter a column: batch mode
+        # rebuilds the table there (copying the numbers), and alters in place elsewhere.
+        with operations.batch_alter_table(operation.table_name, schema=schema) as batch:
+            batch.alter_column(
+                operation.column_name,
+                existing_type=sa.String(type_.order_numbers.format.max_length),
+                nullable=False,
+            )
 
 
 @Operations.implementation_for(DropOrderNumberColumnOp)
@@ -452,7 +480,7 @@ def drop_order_number_column(operations: Operations, operation: DropOrderNumberC
             check_name, operation.table_name, type_="check", schema=operation.schema
         )
     operations.drop_index(
-        _unique_name(operation.table_name, operation.column_name),
+        order_number_index_name(operation.table_name, operation.column_name),
         operation.table_name,
         schema=operation.schema,
     )
@@ -493,6 +521,7 @@ def _render_type(autogen_context: AutogenContext, type_: FormattedOrderNumber) -
 
 @renderers.dispatch_for(AddOrderNumberColumnOp)
 def _render_add_column(autogen_context: AutogenContext, op: AddOrderNumberColumnOp) -> str:
+    import_operations(autogen_context)
     return (
         f"op.add_order_number_column({op.table_name!r}, {op.column_name!r}, "
         f"{_render_type(autogen_context, op.type_)}"
@@ -500,6 +529,7 @@ def _render_add_column(autogen_context: AutogenContext, op: AddOrderNumberColumn
             ("key_column", op.key_column, "id"),
             ("order_by", op.order_by, None),
             ("schema", op.schema, None),
+            ("nullable", op.nullable, True),
         )
         + ")"
     )
@@ -507,6 +537,7 @@ def _render_add_column(autogen_context: AutogenContext, op: AddOrderNumberColumn
 
 @renderers.dispatch_for(DropOrderNumberColumnOp)
 def _render_drop_column(autogen_context: AutogenContext, op: DropOrderNumberColumnOp) -> str:
+    import_operations(autogen_context)
     return (
         f"op.drop_order_number_column({op.table_name!r}, {op.column_name!r}, "
         f"{_render_type(autogen_context, op.type_)}"
@@ -514,6 +545,7 @@ def _render_drop_column(autogen_context: AutogenContext, op: DropOrderNumberColu
             ("schema", op.schema, None),
             ("key_column", op.key_column, "id"),
             ("order_by", op.order_by, None),
+            ("nullable", op.nullable, True),
         )
         + ")"
     )
@@ -529,11 +561,13 @@ def _sequence_arguments(op: CreateOrderNumberSequenceOp | DropOrderNumberSequenc
 def _render_create_sequence(
     autogen_context: AutogenContext, op: CreateOrderNumberSequenceOp
 ) -> str:
+    import_operations(autogen_context)
     return f"op.create_order_number_sequence({op.sequence_name!r}{_sequence_arguments(op)})"
 
 
 @renderers.dispatch_for(DropOrderNumberSequenceOp)
 def _render_drop_sequence(autogen_context: AutogenContext, op: DropOrderNumberSequenceOp) -> str:
+    import_operations(autogen_context)
     return f"op.drop_order_number_sequence({op.sequence_name!r}{_sequence_arguments(op)})"
 
 

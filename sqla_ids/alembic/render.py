@@ -24,6 +24,18 @@ from sqla_ids.types.uuid192 import UUID192Type
 _TYPES: tuple[type[sa.types.TypeEngine[Any]], ...] = (UUIDv7, UUID192Type, FormattedOrderNumber)
 
 
+#: Added to every revision that uses one of sqla_ids' operations: the revision
+#: then registers them itself, so it runs whatever ``env.py`` imports (without
+#: it, ``op.migrate_pk_to_uuid7`` is Alembic's bare ``AttributeError``).
+OPERATIONS_IMPORT = "import sqla_ids.alembic  # registers sqla_ids' op.* operations"
+
+
+def import_operations(autogen_context: Any) -> None:
+    """Make the rendered revision import :mod:`sqla_ids.alembic` (see
+    :data:`OPERATIONS_IMPORT`); every sqla_ids operation's renderer calls it."""
+    autogen_context.imports.add(OPERATIONS_IMPORT)
+
+
 def render_item(type_: str, obj: Any, autogen_context: Any) -> str | bool:
     """Render sqla_ids types as ``sqla_ids.<repr>`` and add ``import sqla_ids``.
 

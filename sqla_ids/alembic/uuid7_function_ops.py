@@ -19,6 +19,7 @@ from alembic.autogenerate import renderers
 from alembic.autogenerate.api import AutogenContext
 from alembic.operations import MigrateOperation, Operations
 
+from sqla_ids.alembic.render import import_operations
 from sqla_ids.types.server_functions import (
     uuid7_column_trigger_sql,
     uuid7_function_create_sql,
@@ -220,11 +221,13 @@ def _serial(serial: bool) -> str:
 
 @renderers.dispatch_for(CreateUUID7FunctionOp)
 def _render_create_function(autogen_context: AutogenContext, op: CreateUUID7FunctionOp) -> str:
+    import_operations(autogen_context)
     return f"op.create_uuid7_function({_serial(op.serial)})"
 
 
 @renderers.dispatch_for(DropUUID7FunctionOp)
 def _render_drop_function(autogen_context: AutogenContext, op: DropUUID7FunctionOp) -> str:
+    import_operations(autogen_context)
     return f"op.drop_uuid7_function({_serial(op.serial)})"
 
 
@@ -241,9 +244,11 @@ def _trigger_arguments(op: CreateUUID7TriggerOp | DropUUID7TriggerOp) -> str:
 
 @renderers.dispatch_for(CreateUUID7TriggerOp)
 def _render_create_trigger(autogen_context: AutogenContext, op: CreateUUID7TriggerOp) -> str:
+    import_operations(autogen_context)
     return f"op.create_uuid7_trigger({_trigger_arguments(op)})"
 
 
 @renderers.dispatch_for(DropUUID7TriggerOp)
 def _render_drop_trigger(autogen_context: AutogenContext, op: DropUUID7TriggerOp) -> str:
+    import_operations(autogen_context)
     return f"op.drop_uuid7_trigger({_trigger_arguments(op)})"

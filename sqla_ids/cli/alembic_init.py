@@ -2,7 +2,11 @@
 
 Alembic's own ``init -t NAME`` only looks in Alembic's template folder, so this
 command points Alembic at the templates shipped with sqla_ids (the approach
-of Flask-Migrate: override ``Config.get_template_directory``).
+of Flask-Migrate: override ``Config.get_template_directory``). For a URL with
+an async driver (``postgresql+asyncpg://``, ``sqlite+aiosqlite://``…) the
+``env.py`` is Alembic's async form (an ``AsyncEngine`` whose connection runs
+the migrations through ``run_sync``); a sync ``env.py`` would fail there with
+``MissingGreenlet``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 from sqla_ids.errors import CommandError
 
 TEMPLATE = "sqla_ids"
+ASYNC_ENV = "sqla_ids_async_env.py"
 
 
 def templates_directory() -> Path:
@@ -45,8 +50,22 @@ def register(subparsers: Any) -> None:
     init.add_argument(
         "-c", "--config", default="alembic.ini", help="path of the ini file (default alembic.ini)"
     )
-    init.add_argument("--url", help="sqlalchemy.url to write into the ini file")
+    init.add_argument(
+        "--url",
+        help="sqlalchemy.url to write into the ini file (an async driver gets an async env.py)",
+    )
     init.set_defaults(handler=run_init)
+
+
+def _is_async(url: str) -> bool:
+    """Whether ``url`` names an async driver (its SQLAlchemy dialect says so)."""
+    import sqlalchemy as sa
+
+    try:
+        dialect = sa.engine.make_url(url).get_dialect()
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as error:
+        raise CommandError(f"--url: {error}") from None
+    return bool(dialect.is_async)
 
 
 def run_init(args: argparse.Namespace) -> int:
@@ -56,6 +75,7 @@ def run_init(args: argparse.Namespace) -> int:
     from alembic.util import CommandError as AlembicCommandError
 
     directory = templates_directory()
+    asynchronous = bool(args.url) and _is_async(args.url)
 
     class _Config(Config):
         def get_template_directory(self) -> str:
@@ -69,6 +89,9 @@ def run_init(args: argparse.Namespace) -> int:
         command.init(config, args.directory, template=TEMPLATE)
     except AlembicCommandError as error:
         raise CommandError(str(error)) from None
+    if asynchronous:
+        env = Path(args.directory) / "env.py"
+        env.write_text((directory / ASYNC_ENV).read_text(encoding="utf-8"), encoding="utf-8")
     if args.url:
         text = ini.read_text(encoding="utf-8")
         ini.write_text(

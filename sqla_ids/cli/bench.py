@@ -3,7 +3,7 @@
 Compares ``bigint``, UUIDv4 and our UUIDv7 with each requested layout at each
 rows-per-millisecond rate (and our server function where it can be
 installed), so the counter can be sized and a layout chosen by measurement
-(SPEC §1). It works in a throw-away schema/database/file and drops it.
+(docs/uuid7.md). It works in a throw-away schema/database/file and drops it.
 """
 
 from __future__ import annotations

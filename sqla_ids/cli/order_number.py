@@ -29,9 +29,9 @@ KEY_HELP = (
     "lists): encode and decode read it from the environment variables SQLA_IDS_ORDER_KEY "
     "(32, 48 or 64 hex digits: AES-128/192/256) and SQLA_IDS_ORDER_TWEAK (14 hex digits), "
     "or SQLA_IDS_ORDER_KEY_<NAME> and SQLA_IDS_ORDER_TWEAK_<NAME> (NAME in capitals) with "
-    "--key NAME. "
-    "validate and qr need no key."
+    "--key NAME."
 )
+NO_KEY_HELP = "It checks the format and the check digit only: no key is needed."
 
 
 def register(subparsers: Any) -> None:
@@ -39,22 +39,27 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "order-number",
         help="encode, decode and validate customer-facing order numbers",
-        description="FF3-1 encrypted order numbers with a check digit. " + KEY_HELP,
+        description="FF3-1 encrypted order numbers with a check digit. "
+        + KEY_HELP
+        + " validate and qr need no key.",
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+    def add(name: str, help_text: str, keyed: bool) -> argparse.ArgumentParser:
+        # Only encode and decode use the key: validate and qr offer no --key.
         sub: argparse.ArgumentParser = actions.add_parser(
-            name, help=help_text, description=f"{help_text} {KEY_HELP}"
+            name, help=help_text, description=f"{help_text} {KEY_HELP if keyed else NO_KEY_HELP}"
         )
-        sub.add_argument(
-            "--key",
-            default="default",
-            metavar="NAME",
-            help="key name: 'default' reads SQLA_IDS_ORDER_KEY/SQLA_IDS_ORDER_TWEAK, "
-            "any other NAME reads SQLA_IDS_ORDER_KEY_<NAME>/SQLA_IDS_ORDER_TWEAK_<NAME> "
-            "(default: 'default')",
-        )
+        if keyed:
+            sub.add_argument(
+                "--key",
+                default="default",
+                metavar="NAME",
+                help="key name: 'default' reads SQLA_IDS_ORDER_KEY/SQLA_IDS_ORDER_TWEAK, "
+                "any other NAME reads SQLA_IDS_ORDER_KEY_<NAME>/SQLA_IDS_ORDER_TWEAK_<NAME> "
+                "(default: 'default')",
+            )
+        sub.set_defaults(key="default")  # validate/qr: a codec whose key is never read
         sub.add_argument(
             "--alphabet",
             choices=sorted(ALPHABETS),
@@ -77,26 +82,28 @@ def register(subparsers: Any) -> None:
         )
         return sub
 
-    encode = add("encode", "Print the order numbers of sequence values.")
+    encode = add("encode", "Print the order numbers of sequence values.", keyed=True)
     encode.add_argument("values", nargs="*", type=int, metavar="N", help="sequence values")
     encode.add_argument(
         "--range", nargs=2, type=int, metavar=("START", "COUNT"), help="encode START… in a batch"
     )
     encode.set_defaults(handler=run_encode)
 
-    decode = add("decode", "Print the sequence values behind order numbers.")
+    decode = add("decode", "Print the sequence values behind order numbers.", keyed=True)
     decode.add_argument(
         "numbers", nargs="+", metavar="NUMBER", help="order numbers, with or without separators"
     )
     decode.set_defaults(handler=run_decode)
 
-    validate = add("validate", "Check order numbers as typed; print their display form.")
+    validate = add(
+        "validate", "Check order numbers as typed; print their display form.", keyed=False
+    )
     validate.add_argument(
         "numbers", nargs="+", metavar="NUMBER", help="order numbers as typed by a person"
     )
     validate.set_defaults(handler=run_validate)
 
-    qr = add("qr", "Print an SVG QR code for a (validated) order number.")
+    qr = add("qr", "Print an SVG QR code for a (validated) order number.", keyed=False)
     qr.add_argument("number", metavar="NUMBER", help="the order number to put in the code")
     qr.add_argument(
         "--url", help="URL template with {number}, e.g. https://shop.example/o/{number}"

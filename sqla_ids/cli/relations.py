@@ -120,6 +120,11 @@ def format_relations(report: Any) -> str:
         f"{r.confidence:.2f}  ({'; '.join(r.reasons)})"
         for r in report.references
     ] or ["  none"]
+    if report.left_out:
+        lines.append(
+            "left out (sqla_ids' own tables; --table NAME analyses one): "
+            + ", ".join(report.left_out)
+        )
     if report.skipped:
         lines.append("not checked: " + "; ".join(report.skipped))
     if report.interrupted:

@@ -3,8 +3,14 @@
 The order numbers are encrypted with a fixed, published sample key
 (:data:`SAMPLE_KEY`), so that a number shown by the tour can be checked with
 ``sqla-ids order-number decode --key demo`` once ``SQLA_IDS_ORDER_KEY_DEMO``
-and ``SQLA_IDS_ORDER_TWEAK_DEMO`` hold it (docs/index.md, "The demo"). The
-tour itself never prints the key in full.
+and ``SQLA_IDS_ORDER_TWEAK_DEMO`` hold it: the tour prints the two ``export``
+lines in full (a sample printed on the terminal, never logged; the same lines
+are in docs/index.md, "The demo").
+
+The tour works only on its own objects: its three tables, their mapping
+tables, its sequence, its Alembic version table and its rows of the
+migration state table. :func:`clean_up` removes them all, and the server-side
+UUIDv7 function unless something else uses it (``sqla-ids demo --clean``).
 """
 
 from __future__ import annotations
@@ -31,18 +37,19 @@ from sqla_ids.demo.alembic_env import (
 from sqla_ids.demo.shop import CUSTOMERS, ORDER_LINES, ORDERS, TABLES, sample_rows, shop_metadata
 from sqla_ids.dialects import for_dialect
 from sqla_ids.identifiers import uuid7, uuid7_datetime
-from sqla_ids.migration import state as migration_state
+from sqla_ids.migration.core import state as migration_state
 from sqla_ids.order_numbers import OrderNumberCodec, default_keyring, register_key
 from sqla_ids.order_numbers.keyring import environment_variable_names
 from sqla_ids.tools.report import format_table
 from sqla_ids.types.order_number import FormattedOrderNumber
+from sqla_ids.types.server_functions import remove_uuid7_function
 from sqla_ids.types.uuid7 import UUIDv7
 
 KEY_NAME = "demo"
 """Name of the demo's order-number key (``--key demo`` on the command line)."""
 SAMPLE_KEY = "8D62B48C2008AD8A0479DC4AA8E20312"
 """SAMPLE key of the demo's order numbers (AES-128). Published: for this tour only,
-never for real numbers. The tour shows only its first and last four digits."""
+never for real numbers."""
 SAMPLE_TWEAK = "66E375FBEC5163"
 """SAMPLE FF3-1 tweak of the demo's order numbers (published, like :data:`SAMPLE_KEY`)."""
 SEQUENCE = "demo_order_numbers"
@@ -50,10 +57,18 @@ Print = Callable[[str], None]
 
 
 def _leftovers(engine: Engine) -> list[str]:
+    """The demo's own tables an earlier run left, by name: never another
+    table, however it is named (a user's ``demo_accounts`` stays)."""
     # By schema: PostgreSQL's default lists every table the search_path shows.
-    inspector = sa.inspect(engine)
-    names = set(inspector.get_table_names(schema=inspector.default_schema_name))
-    return sorted(n for n in names if n.startswith("demo_") or n == VERSION_TABLE)
+    with engine.connect() as conn:
+        inspector = sa.inspect(conn)
+        names = set(inspector.get_table_names(schema=inspector.default_schema_name))
+        ours = {*TABLES, VERSION_TABLE, *(f"{table}_uuid7_map" for table in TABLES)}
+        for table in TABLES:  # the mapping tables as the migration recorded them
+            recorded = migration_state.load(conn, table)
+            if recorded is not None:
+                ours.add(recorded[1].mapping_table)
+    return sorted(names & ours)
 
 
 def start_fresh(engine: Engine, out: Print) -> None:
@@ -61,6 +76,24 @@ def start_fresh(engine: Engine, out: Print) -> None:
     found = _leftovers(engine)
     if found:
         out(f"  found an earlier demo ({', '.join(found)}): starting fresh")
+    _drop(engine, found)
+
+
+def clean_up(engine: Engine, out: Print) -> None:
+    """Remove everything the demo made: its tables, mapping tables, sequence,
+    Alembic version table and migration records, and the server-side UUIDv7
+    function unless something else uses it (the function is shared)."""
+    found = _leftovers(engine)
+    _drop(engine, found)
+    with engine.begin() as conn:
+        kept = remove_uuid7_function(conn)
+    out(f"  removed {', '.join(found)}" if found else "  no demo tables found")
+    out("  and the demo's order-number sequence and migration records")
+    if kept:
+        out(f"  kept the UUIDv7 function, still used by: {'; '.join(kept)}")
+
+
+def _drop(engine: Engine, found: list[str]) -> None:
     with engine.begin() as conn:
         # Every name by its schema, the one the tour works in: an unqualified
         # name missing there would resolve further down PostgreSQL's
@@ -221,44 +254,51 @@ def show_after(engine: Engine, new_ids: Sequence[uuid.UUID], out: Print) -> str:
     return str(rows[-1][3])
 
 
-def masked(secret: str) -> str:
-    """First and last four characters of a published sample value: enough to recognise it.
-
-    >>> masked("8D62B48C2008AD8A0479DC4AA8E20312")
-    '8D62…0312'
-    """
-    return f"{secret[:4]}…{secret[-4:]}"
-
-
 def show_decode_command(number: str, out: Print) -> None:
-    """How to check ``number`` with ``sqla-ids order-number decode``, and what it prints."""
+    """How to check ``number`` with ``sqla-ids order-number decode``, and what it prints.
+
+    The sample key and tweak are printed whole, as ``export`` lines to copy:
+    they are published (docs/index.md), for this tour only.
+    """
     key_variable, tweak_variable = environment_variable_names(KEY_NAME)
     codec = OrderNumberCodec(KEY_NAME)
     out(
-        f"  the numbers use the demo's published SAMPLE key {KEY_NAME!r} "
-        f"({masked(SAMPLE_KEY)}, tweak {masked(SAMPLE_TWEAK)}; never use it for real numbers)."
+        f"  the numbers use the demo's published SAMPLE key {KEY_NAME!r} (for this tour "
+        "only, never for real numbers). To check one yourself:"
     )
-    out(
-        f"  Set {key_variable} and {tweak_variable} to it as docs/index.md shows "
-        '("The demo"), then:'
-    )
+    out(f"    export {key_variable}={SAMPLE_KEY}  # demo SAMPLE key")
+    out(f"    export {tweak_variable}={SAMPLE_TWEAK}  # demo SAMPLE tweak")
     out(f"    sqla-ids order-number decode --key {KEY_NAME} {number}")
     out("  which prints the number and its sequence value:")
     out(f"    {codec.normalize(number)}\t{codec.decode(number)}")
 
 
 class _TourNotes(logging.Handler):
-    """sqla_ids' warnings during the migration, as ``note:`` lines of the tour."""
+    """sqla_ids' warnings during the migration, as ``note:`` lines of the tour,
+    each said once: a note that differs only by the demo table it names
+    (``demo_orders.id gets no server default: …``) names them all in one line."""
 
     def __init__(self, out: Print) -> None:
         super().__init__(logging.WARNING)
         self.out = out
+        self.notes: dict[str, list[str]] = {}  # note without its table -> tables
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.out(f"  note: {record.getMessage()}")
+        message = record.getMessage()
+        tables = [table for table in TABLES if message.startswith(f"{table}.")]
+        if tables:
+            message = message.removeprefix(f"{tables[0]}.")
+        self.notes.setdefault(message, []).extend(tables)
+
+    def flush(self) -> None:
+        """Say the notes gathered so far."""
+        for message, tables in self.notes.items():
+            named = sorted(set(tables), key=TABLES[::-1].index)
+            self.out(f"  note ({', '.join(named)}): {message}" if named else f"  note: {message}")
+        self.notes.clear()
 
 
-def _tour_logging(out: Print) -> tuple[logging.Logger, logging.Handler]:
+def _tour_logging(out: Print) -> tuple[logging.Logger, _TourNotes]:
     """Warnings as tour lines, and no raw log lines: Alembic's INFO lines stay off."""
     handler = _TourNotes(out)
     logger = logging.getLogger("alembic.sqla_ids")
@@ -280,6 +320,7 @@ def run_tour(url: str | URL, *, customers: int, orders: int, out: Print = print)
 
         out("\n== 2. alembic migration: keys to UUIDv7 (old keys kept), order numbers added")
         migrate(engine, batch_size=max(50, orders // 4), out=out)
+        handler.flush()
 
         out("\n== 3. new orders through the ORM")
         new_ids = add_orders(engine, 3, out)
@@ -300,6 +341,7 @@ def run_tour(url: str | URL, *, customers: int, orders: int, out: Print = print)
         out("\n== 5. check an order number yourself")
         show_decode_command(last_number, out)
     finally:
+        handler.flush()
         logger.removeHandler(handler)
         default_keyring.forget(KEY_NAME)
         engine.dispose()

@@ -1,7 +1,9 @@
 """Per-database support: one :class:`Database` object per database family.
 
 ``for_dialect(connection.dialect)`` gives the object for a SQLAlchemy
-dialect: :class:`~sqla_ids.dialects.postgresql.PostgreSQL`,
+dialect: :class:`~sqla_ids.dialects.postgresql.PostgreSQL` (and its variants
+:class:`~sqla_ids.dialects.cockroachdb.CockroachDB`,
+:class:`~sqla_ids.dialects.yugabytedb.YugabyteDB`),
 :class:`~sqla_ids.dialects.mysql.MySQL`,
 :class:`~sqla_ids.dialects.mysql.MariaDB` (a subclass of ``MySQL``),
 :class:`~sqla_ids.dialects.sqlite.SQLite` or
@@ -15,12 +17,15 @@ from __future__ import annotations
 from sqla_ids.dialects.base import Database, UnsupportedDialectError, for_dialect, registered
 
 # Importing the subpackages registers their classes (``Database.names``).
+from sqla_ids.dialects.cockroachdb import CockroachDB
 from sqla_ids.dialects.mssql import SQLServer
 from sqla_ids.dialects.mysql import MariaDB, MySQL
 from sqla_ids.dialects.postgresql import PostgreSQL
 from sqla_ids.dialects.sqlite import SQLite
+from sqla_ids.dialects.yugabytedb import YugabyteDB
 
 __all__ = [
+    "CockroachDB",
     "Database",
     "MariaDB",
     "MySQL",
@@ -28,6 +33,7 @@ __all__ = [
     "SQLServer",
     "SQLite",
     "UnsupportedDialectError",
+    "YugabyteDB",
     "for_dialect",
     "registered",
 ]

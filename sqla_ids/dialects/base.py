@@ -1,22 +1,26 @@
 """The database object every feature asks, and the registry that finds it.
 
 Modelled on Alembic's ``ddl/impl.py``: one class per database family
-(:class:`~sqla_ids.dialects.postgresql.PostgreSQL`,
+(:class:`~sqla_ids.dialects.postgresql.PostgreSQL` and its variants
+:class:`~sqla_ids.dialects.cockroachdb.CockroachDB` and
+:class:`~sqla_ids.dialects.yugabytedb.YugabyteDB`,
 :class:`~sqla_ids.dialects.mysql.MySQL` and its subclass
 :class:`~sqla_ids.dialects.mysql.MariaDB`,
 :class:`~sqla_ids.dialects.sqlite.SQLite`,
 :class:`~sqla_ids.dialects.mssql.SQLServer`), registered under the SQLAlchemy
-dialect names it serves. What a database can do is a documented class
+dialect names it serves. A variant inherits its parent's SQL and overrides
+what differs, refusing by name what it cannot do. What a database can do is a documented class
 attribute; what it does differently is a method. Every method of this base
 class raises :class:`UnsupportedDialectError` naming the database and the
 feature, so a database that lacks a feature fails the same way everywhere.
 
 Bigger concerns have their own objects, built on first use by the database's
-own subpackage: :meth:`Database.scanning` (the UUID tools' SQL),
-:meth:`Database.bench` (the insert benchmark) and :meth:`Database.migration`
-(key migration). The SQL itself lives next to the class, grouped by database
-then by concern: ``dialects/<database>/ddl.py``, ``scanning.py``, ``bench.py``,
-``migration.py``.
+own subpackage: :meth:`Database.scanning` (the UUID tools' SQL) and
+:meth:`Database.bench` (the insert benchmark). The SQL itself lives next to
+the class, grouped by database then by concern: ``dialects/<database>/ddl.py``,
+``scanning.py``, ``bench.py``. The key migration is a layer above, with its
+own per-database backends (:mod:`sqla_ids.migration.backends`); nothing here
+imports it.
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ if TYPE_CHECKING:  # concern objects: imported by each database on first use
     from sqla_ids.dialects.bench import Bench
     from sqla_ids.dialects.order_number_owner import OrderNumberOwner, OwnedSequence
     from sqla_ids.dialects.scanning import Scanning
-    from sqla_ids.migration.dialect import MigrationDialect
     from sqla_ids.order_numbers.format import OrderNumberFormat
     from sqla_ids.types.uuid7 import UUIDv7
 
@@ -67,6 +70,9 @@ class Database:
     function_in_default: ClassVar[bool] = False
     """A column ``DEFAULT`` may call a function (MariaDB/MySQL forbid stored
     functions there: a ``BEFORE INSERT`` trigger fills the column instead)."""
+    uuid7_serial_requires: ClassVar[str] = "database sequences: PostgreSQL or MariaDB 10.3+"
+    """What ``sqla_ids_uuid7_serial()`` needs that a database without it lacks
+    (in the error :func:`~sqla_ids.types.install_uuid7_function` raises)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -92,10 +98,6 @@ class Database:
     def bench(self) -> Bench:
         """The insert benchmark's SQL on this database."""
         self.unsupported("the insert benchmark", "supported: PostgreSQL, MariaDB/MySQL, SQLite")
-
-    def migration(self) -> MigrationDialect:
-        """Reflection and strategy of the key migration on this database."""
-        self.unsupported("migrating keys to UUIDv7", "supported: PostgreSQL, MariaDB/MySQL, SQLite")
 
     # --- UUIDv7 columns ---------------------------------------------------------
 
@@ -255,9 +257,9 @@ def for_dialect(dialect: Dialect | str) -> Database:
 
     A MySQL dialect connected to MariaDB gives :class:`MariaDB`.
     Unknown databases raise :class:`UnsupportedDialectError` naming them.
+    (Importing this module imports :mod:`sqla_ids.dialects` first, which
+    registers the built-in databases.)
     """
-    import sqla_ids.dialects  # noqa: F401 - registers the built-in databases
-
     if isinstance(dialect, str):
         name = dialect
     else:

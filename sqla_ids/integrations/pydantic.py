@@ -2,7 +2,7 @@
 
 Needs pydantic 2 (``pip install "sqla-ids[pydantic]"``); only this module
 imports it. Keys need nothing from here: a ``UUIDv7`` column holds
-``uuid.UUID`` values, which ``pydantic.UUID7`` (pydantic >= 2.14) validates
+``uuid.UUID`` values, which ``pydantic.UUID7`` (pydantic >= 2.11) validates
 and describes as ``{"type": "string", "format": "uuid7"}``.
 
 :class:`OrderNumberStr` makes an order number a pydantic type that accepts

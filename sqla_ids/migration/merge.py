@@ -20,10 +20,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.identifiers import parse_uuid
-from sqla_ids.migration.mapping import uuid_type
+from sqla_ids.migration.backends import backend_for
+from sqla_ids.migration.core.mapping import uuid_type
+from sqla_ids.migration.core.reflected import Inspector, create_table, inspect
+from sqla_ids.migration.core.sql import examples
 from sqla_ids.migration.plan import Reference, refuse
 
 #: Suffix of the history table (``customer`` -> ``customer_uuid_merges``).
@@ -59,7 +61,7 @@ def merge_uuids(
     extra_references: Sequence[tuple[str, str]] = (),
 ) -> int:
     """Replace each ``merged -> kept`` id of ``merges`` everywhere; return the rows merged."""
-    inspector = sa.inspect(connection)
+    inspector = inspect(connection)
     if table not in inspector.get_table_names():
         raise refuse(f"table {table!r} does not exist")
     pk_cols = inspector.get_pk_constraint(table).get("constrained_columns") or []
@@ -91,14 +93,14 @@ def merge_uuids(
     missing = [i for i in ids if i not in found]
     if missing:
         raise refuse(f"{table}.{column} has no row with id {', '.join(map(str, missing))}")
-    dialect = for_dialect(connection.dialect).migration()
-    references: list[Reference] = dialect.find_references(connection, inspector, table, column)
+    reflect = backend_for(connection).reflect
+    references: list[Reference] = reflect.find_references(connection, inspector, table, column)
     references += [Reference(t, c, True, "") for t, c in extra_references]
     _refuse_collisions(connection, inspector, references, pairs, key_type)
 
     history = history or f"{table}{HISTORY_SUFFIX}"
     log = history_table(history, key_type)
-    log.create(connection, checkfirst=True)
+    create_table(connection, log)
     if connection.in_transaction():
         _apply(connection, parent, column, key_type, pairs, references, log)
     else:
@@ -148,14 +150,23 @@ def _apply(
             .where(col.in_(list(pairs)))
         ).scalar_one()
         if left:
+            still = (
+                sa.select(col)
+                .select_from(sa.table(ref.table, col))
+                .where(col.in_(list(pairs)))
+                .distinct()
+            )
             raise MigrationVerificationError(
-                f"{ref.table}.{ref.column} still holds {left} merged id(s); rolled back"
+                f"{ref.table}.{ref.column} still holds {left} merged id(s) after the rewrite"
+                f" (first: {examples(connection, still)}): something wrote them back (a"
+                f" trigger on {ref.table}, or a writer meanwhile); rolled back, nothing"
+                " changed. Find what writes them and run merge_uuids again"
             )
 
 
 def _refuse_collisions(
     connection: Connection,
-    inspector: sa.Inspector,
+    inspector: Inspector,
     references: list[Reference],
     pairs: dict[Any, Any],
     key_type: sa.types.TypeEngine[Any],

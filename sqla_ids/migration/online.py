@@ -1,68 +1,138 @@
 """Online key migration: the phases, their transactions, retries and resumption.
 
-The database's :class:`~sqla_ids.migration.strategies.OnlineStrategy` holds the
+The database's :class:`~sqla_ids.migration.backends.base.OnlineStrategy` holds the
 SQL; this module runs it: every step in its own short transaction on its own
 connection, under ``lock_timeout`` and retried with exponential backoff when a
 lock is not granted in time, the phase reached recorded in the state table
 (in the same transaction as the step), so a run killed at any point continues
 where it stopped.
 
-Phases: ``prepare`` (expand, backfill, prepare, verify), ``swap`` (the short
-cut-over, then verify again) and ``contract`` (later, separately). ``"all"``
-runs the three in a row.
+The phases are a table (:data:`UP`, and :data:`UNDO_SWAPPED` for the way
+back): what each records, what it does, which check runs before and after it.
+The runner loops over the table, and no phase runs while the check before it
+is unresolved: a check that failed after the swap (rows the application
+wrote meanwhile) stops every later run at the contract's check, before
+anything is dropped. The user-facing goals: ``prepare`` (expand, backfill,
+prepare, verify), ``swap`` (the short cut-over, then verify again) and
+``contract`` (later, separately); ``"all"`` runs the three in a row.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
+import json
 import time
-from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Literal, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import LockTimeoutError, MigrationRefusedError, MigrationVerificationError
-from sqla_ids.migration import state
-from sqla_ids.migration.model import PkMigrationPlan, refuse
-from sqla_ids.migration.options import PkMigrationOptions
-from sqla_ids.migration.progress import Batches, logger
-from sqla_ids.migration.strategies import OnlineStrategy
+from sqla_ids.migration.backends.base import (
+    Backfill,
+    Ddl,
+    MigrationBackend,
+    Mode,
+    OnlineStrategy,
+    Probe,
+    Task,
+)
+from sqla_ids.migration.core import state
+from sqla_ids.migration.core.backfill import run_walk
+from sqla_ids.migration.core.model import PkMigrationPlan, refuse
+from sqla_ids.migration.core.names import child_old, rebuilt, references
+from sqla_ids.migration.core.options import PkMigrationOptions
+from sqla_ids.migration.core.phases import Check, Reached, Recorded
+from sqla_ids.migration.core.progress import Batches, logger
+from sqla_ids.migration.core.reflected import inspect
+from sqla_ids.migration.core.sql import Statement, execute, view_error
+from sqla_ids.migration.core.verify import verify
+from sqla_ids.migration.plan import plan_and_blockers, resumed_options
 
 T = TypeVar("T")
 
 Phase = Literal["all", "prepare", "swap", "contract"]
 PHASES: tuple[str, ...] = ("all", "prepare", "swap", "contract")
 
-# Steps recorded in the state table, in order. PLANNED is recorded before the
-# expand begins: on MariaDB each of its statements commits on its own, and a
-# run killed half-way must find the plan to continue (a new plan would be
-# refused over the columns the killed run added).
-PLANNED, EXPANDED, BACKFILLED, PREPARED, SWAPPED = (
-    "online:planned",
-    "online:expanded",
-    "online:backfilled",
-    "online:prepared",
-    "online:swapped",
-)
-_ORDER = ["", PLANNED, EXPANDED, BACKFILLED, PREPARED, SWAPPED, "done"]
+
+class Session:
+    """The migration's connections: from the caller's engine, resolving names as
+    the caller's connection did (its ``search_path`` / database), handed back
+    to the pool with none of the migration's settings left on them."""
+
+    def __init__(self, connection: Connection, strategy: OnlineStrategy) -> None:
+        self.engine = _engine(connection)
+        self.strategy = strategy
+        began = not connection.in_transaction()
+        self.scope = strategy.scope(connection)
+        if began and connection.in_transaction():
+            connection.rollback()  # only our read began it
+
+    @contextlib.contextmanager
+    def connect(self, autocommit: bool = False) -> Iterator[Connection]:
+        """A connection of the migration (``autocommit``: outside any transaction)."""
+        with self.engine.connect() as connection:
+            if autocommit:
+                connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+            try:
+                self.strategy.enter_scope(connection, self.scope)
+                if connection.in_transaction():
+                    connection.commit()  # the scope's statements: a transaction of their own
+                yield connection
+            finally:
+                self._release(connection)
+
+    def _release(self, connection: Connection) -> None:
+        # The connection goes back to the application's pool: no setting of ours
+        # may stay on it (a connection that broke is discarded by the pool anyway).
+        if connection.invalidated:
+            return
+        try:
+            if connection.in_transaction():
+                connection.rollback()
+            self.strategy.release(connection)
+            self.strategy.leave_scope(connection)
+            if connection.in_transaction():
+                connection.commit()
+        except sa.exc.DBAPIError:
+            # Not known to be clean (a MariaDB session still marked as the
+            # migration's would skip the application's guarded triggers):
+            # discarded, never handed back.
+            connection.invalidate()
+
+    @contextlib.contextmanager
+    def exclusive(self, table: str) -> Iterator[None]:
+        """One run of ``table``'s migration at a time (in this schema/database):
+        a second one is refused while the first holds the lock."""
+        name = json.dumps([self.scope, table])
+        with self.connect(autocommit=True) as connection:
+            if not self.strategy.try_lock(connection, name):
+                raise MigrationRefusedError(
+                    f"another run of the migration of {table} is in progress (it holds the"
+                    " migration's lock); wait for it to end, or stop it -- then run this one"
+                    " again; nothing was changed"
+                )
+            try:
+                yield
+            finally:
+                with contextlib.suppress(sa.exc.DBAPIError):
+                    self.strategy.unlock_name(connection, name)
 
 
 class OnlineRun:
     """Runs an online strategy's statements (the ``OnlineContext`` it is given)."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        plan: PkMigrationPlan,
-        strategy: OnlineStrategy,
-        options: PkMigrationOptions,
-    ) -> None:
-        self.engine = engine
+    def __init__(self, session: Session, plan: PkMigrationPlan, backend: MigrationBackend) -> None:
+        self.session = session
         self.plan = plan
-        self.strategy = strategy
-        # Timing knobs come from this run's options (a resumed run may change them).
+        self.backend = backend
+        self.strategy = online_strategy(backend)
+        # The plan's options carry this run's knobs (a resumed run takes its own).
+        options = plan.options
         self.lock_timeout = options.lock_timeout
         self.attempts = options.swap_attempts
         self.batch_pause = options.batch_pause
@@ -115,17 +185,13 @@ class OnlineRun:
         """``work`` in one short transaction under ``lock_timeout``, retried."""
 
         def attempt() -> T:
-            with self.engine.connect() as connection:
-                try:
-                    with connection.begin():
-                        self.strategy.set_lock_timeout(connection, self.lock_timeout, local=True)
-                        return work(connection)
-                finally:
-                    self._release(connection)
+            with self.session.connect() as connection, connection.begin():
+                self.strategy.set_lock_timeout(connection, self.lock_timeout, local=True)
+                return work(connection)
 
         return self._retrying(attempt, what)
 
-    def autocommit(self, sql: str, what: str, params: dict[str, Any] | None = None) -> None:
+    def autocommit(self, statement: Statement, what: str) -> None:
         """One statement outside any transaction (``CREATE INDEX CONCURRENTLY``).
 
         No lock timeout: such a statement only takes locks that the
@@ -133,22 +199,10 @@ class OnlineRun:
         the transactions already running to end -- a wait that blocks nobody.
         """
         started = time.monotonic()
-        with self.engine.connect() as connection:
-            connection = connection.execution_options(isolation_level="AUTOCOMMIT")
-            try:
-                self.strategy.set_lock_timeout(connection, 0, local=False)
-                connection.execute(sa.text(sql), params or {})
-            finally:
-                self._release(connection)
+        with self.session.connect(autocommit=True) as connection:
+            self.strategy.set_lock_timeout(connection, 0, local=False)
+            execute(connection, [statement])
         self._took(what, started)
-
-    def _release(self, connection: Connection) -> None:
-        # The connection goes back to the application's pool: no setting of ours
-        # may stay on it (a connection that broke is discarded by the pool anyway).
-        if connection.invalidated:
-            return
-        with contextlib.suppress(sa.exc.DBAPIError):
-            self.strategy.release(connection)
 
     def pause(self) -> None:
         """Sleep ``batch_pause`` seconds between backfill batches."""
@@ -168,27 +222,342 @@ class OnlineRun:
             nice_ratio=self.nice_ratio,
         )
 
-    def step(self, work: Callable[[Connection], None], reached: str, what: str) -> None:
-        """``work`` and the record that ``reached`` was reached, in one transaction."""
+    def run_tasks(
+        self, tasks: list[Task], then: Callable[[Connection], None] | None = None
+    ) -> None:
+        """Carry out ``tasks`` in order. ``then`` (the record of the phase) runs in
+        the last task's transaction when that task is statements run in one
+        (after the unlock of a locked task), else in a transaction of its own."""
+        for number, task in enumerate(tasks, start=1):
+            last = then if number == len(tasks) else None
+            logger.debug("%s: %s begins", self.plan.table, _what(task))
+            if isinstance(task, Ddl) and task.mode is not Mode.AUTOCOMMIT:
+                self._ddl(task, last)
+                continue
+            if isinstance(task, Backfill):
+                run_walk(self, task.walk, self.batches)
+            elif isinstance(task, Probe):
+                self.transaction(task.run, task.what)
+            else:
+                for statement in self.transaction(task.build, f"{task.what} (check)"):
+                    self.autocommit(statement, task.what)
+            if last is not None:
+                self.transaction(last, "record")
+        if not tasks and then is not None:
+            self.transaction(then, "record")
 
-        def both(connection: Connection) -> None:
-            work(connection)
-            state.save(connection, self.plan, reached)
+    def _ddl(self, task: Ddl, then: Callable[[Connection], None] | None = None) -> None:
+        def work(connection: Connection) -> None:
+            if task.mode is Mode.LOCKED:
+                self._locked(connection, task)
+            else:
+                execute(connection, task.build(connection))
+            if then is not None:
+                then(connection)
 
-        self.transaction(both, what)
+        try:
+            self.transaction(work, task.what)
+        except LockTimeoutError as error:
+            if not task.hint:
+                raise
+            raise LockTimeoutError(f"{error}; {task.hint}") from None
+        except sa.exc.DBAPIError as error:
+            # A view the swap (or its undo) recreates that does not work over the
+            # columns that have the names now: named, with the way out.
+            # (The statement as the driver got it: execute_sql doubles a "%".)
+            ran = str(error.statement or "").replace("%%", "%")
+            view = next((v for v in self.plan.views if ran in (v.create_sql, *v.after_sql)), None)
+            if view is None:
+                raise
+            raise view_error(view, error) from error
+
+    def _locked(self, connection: Connection, task: Ddl) -> None:
+        """The task's statements with the affected tables locked: built after the
+        lock is taken, and built and run again under it when a statement meets
+        a lock timeout (``locked_attempts`` times: the statements done are
+        committed on MariaDB, and the catalog says what is left)."""
+        execute(connection, self.strategy.lock(connection, self.plan))
+        try:
+            attempts = self.strategy.locked_attempts
+            for attempt in range(1, attempts + 1):
+                try:
+                    execute(connection, task.build(connection))
+                    return
+                except sa.exc.DBAPIError as error:
+                    if not self.strategy.is_lock_timeout(error) or attempt == attempts:
+                        raise
+                    logger.info(
+                        "%s: a locked step waited for a metadata lock (attempt %d/%d)",
+                        self.plan.table,
+                        attempt,
+                        attempts,
+                    )
+        finally:
+            execute(connection, self.strategy.unlock(connection))
 
 
-def online_strategy(engine: Engine | Connection) -> OnlineStrategy:
-    """The database's online strategy, or a refusal naming the database."""
-    database = for_dialect(engine.dialect)
-    strategy = database.migration().online
-    if strategy is None:
+def _what(task: Task) -> str:
+    return task.walk.label if isinstance(task, Backfill) else task.what
+
+
+class Records(enum.Enum):
+    """What a phase leaves in the state table, and where."""
+
+    AFTER = "the phase reached, once its check passed"
+    WITH_LAST = "the phase reached, in its last task's transaction"
+    """A swap must never be recorded apart from it (nor an expand on PostgreSQL)."""
+    FORGET = "the migration forgotten, in its last task's transaction"
+    NOTHING = "nothing"
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Columns whose dependent objects must be the ones the plan recorded
+    (:attr:`~sqla_ids.migration.core.model.PkMigrationPlan.attached`)."""
+
+    columns: Callable[[PkMigrationPlan], dict[str, set[str]]]
+    """Table -> the columns, by their names when the phase begins."""
+    fate: str
+    """What the migration does to them, for the refusal."""
+
+
+@dataclass(frozen=True)
+class OnlinePhase:
+    """One row of a phase table: what it does, records and checks."""
+
+    reaches: Reached | None
+    """The phase the migration has reached once this one is done."""
+    does: str
+    """What it does, in a few words (logs)."""
+    tasks: Callable[[OnlineStrategy, PkMigrationPlan], list[Task]]
+    """The backend's tasks for it."""
+    records: Records = Records.AFTER
+    check_before: Check | None = None
+    """Checked before the tasks (skipped when this run has just checked it)."""
+    marks: Reached | None = None
+    """Recorded once :attr:`check_before` passed, before the tasks: a phase whose
+    statements commit one by one (MariaDB), which a run stopped half-way leaves
+    to be finished, not begun again (nor checked, its columns half renamed)."""
+    check_after: Check | None = None
+    """Checked after the tasks, before the record: no later phase runs until it passes."""
+    shows: Callable[[PkMigrationPlan], list[str]] | None = None
+    """Columns of the migrated table of which at least one must exist when a run
+    resumes after this phase (the table was not dropped and created again)."""
+    guards: Guard | None = None
+    """Columns this phase (or a later one) renames away or drops: an object on
+    them the plan did not record was created since, and is refused by name
+    before the phase runs, not dropped with its column."""
+    repair: Callable[[OnlineStrategy, PkMigrationPlan], list[Task]] | None = None
+    """Run once when :attr:`check_after` fails (then checked again): rows the
+    application wrote in a way no trigger could follow are swept again."""
+
+
+def _key_tmp(plan: PkMigrationPlan) -> list[str]:
+    return [plan.temp_column(plan.table, plan.column)]
+
+
+def _named(plan: PkMigrationPlan) -> dict[str, set[str]]:
+    """The converted columns under their own names: the old values before the
+    swap (which parks them), the new ones after (which an undo drops)."""
+    columns: dict[str, set[str]] = {}
+    for table, column in plan.targets():
+        columns.setdefault(table, set()).add(column)
+    return columns
+
+
+def _parked(plan: PkMigrationPlan) -> dict[str, set[str]]:
+    """Where the swap parks the children's old values, which the contract drops
+    (unless kept; the parent's old key stays in ``<key>_old`` either way)."""
+    columns: dict[str, set[str]] = {}
+    if not plan.keep_child_old_columns:
+        for n, ref in references(plan):
+            columns.setdefault(ref.table, set()).add(child_old(plan, n, ref))
+    return columns
+
+
+#: Before the swap: the columns it parks, which the contract drops.
+_BEFORE_SWAP = Guard(
+    _named,
+    "the swap parks those columns and the contract drops them with what depends on them",
+)
+
+
+#: The online migration, in order. The plan is recorded before the expand
+#: begins: on MariaDB each of its statements commits on its own, and a run
+#: killed half-way must find the plan to continue (a new plan would be refused
+#: over the columns it added). On MariaDB a swap (or its undo) killed half-way
+#: leaves either name of the key in place until it runs again: both are
+#: accepted from the prepare on.
+UP: tuple[OnlinePhase, ...] = (
+    OnlinePhase(Reached.ONLINE_PLANNED, "plan", lambda strategy, plan: []),
+    OnlinePhase(
+        Reached.EXPANDED,
+        "expand: mapping table, new columns, sync triggers",
+        lambda strategy, plan: strategy.expand(plan),
+        Records.WITH_LAST,
+        shows=_key_tmp,
+        guards=_BEFORE_SWAP,
+    ),
+    OnlinePhase(
+        Reached.BACKFILLED,
+        "backfill",
+        lambda strategy, plan: strategy.backfill(plan),
+        shows=_key_tmp,
+        guards=_BEFORE_SWAP,
+    ),
+    OnlinePhase(
+        Reached.PREPARED,
+        "prepare: indexes, NOT NULL and foreign keys on the new columns",
+        lambda strategy, plan: strategy.prepare(plan),
+        check_after=Check.FORWARD,
+        repair=lambda strategy, plan: [
+            task for task in strategy.backfill(plan) if isinstance(task, Backfill)
+        ],
+        shows=lambda plan: [*_key_tmp(plan), plan.old_column],
+        guards=_BEFORE_SWAP,
+    ),
+    OnlinePhase(
+        Reached.SWAPPED,
+        "swap",
+        lambda strategy, plan: strategy.swap(plan),
+        Records.WITH_LAST,
+        check_after=Check.SWAPPED,
+        shows=lambda plan: [plan.old_column, *_key_tmp(plan)],
+        guards=_BEFORE_SWAP,
+    ),
+    OnlinePhase(
+        Reached.DONE,
+        "contract",
+        lambda strategy, plan: strategy.contract(plan),
+        Records.WITH_LAST,
+        check_before=Check.SWAPPED,
+        guards=Guard(_parked, "the contract drops those columns with what depends on them"),
+    ),
+)
+
+_GOALS: dict[str, Reached] = {
+    "prepare": Reached.PREPARED,
+    "swap": Reached.SWAPPED,
+    "contract": Reached.DONE,
+    "all": Reached.DONE,
+}
+
+#: Undoing a migration not swapped yet, online: what the expand, backfill and
+#: prepare added goes, in short transactions under lock_timeout, retried.
+UNDO_BEFORE_SWAP: tuple[OnlinePhase, ...] = (
+    OnlinePhase(
+        None,
+        "undo: what the migration added goes",
+        lambda strategy, plan: strategy.abort(plan),
+        Records.FORGET,
+    ),
+)
+
+#: Undoing a swapped (not yet contracted) migration, online: the old columns get
+#: their indexes and foreign keys back without blocking writes, then take their
+#: names again with the tables locked briefly (and the migration is forgotten).
+#: After the swap, undoing it: the UUID columns (under the original names) go.
+_AFTER_SWAP = Guard(_named, "undoing the swap drops those columns (the UUID ones)")
+
+UNSWAP = OnlinePhase(
+    None,
+    "undo: swap back",
+    lambda strategy, plan: strategy.unswap(plan),
+    Records.FORGET,
+    check_before=Check.RESTORABLE,
+    marks=Reached.UNSWAPPING,
+    guards=_AFTER_SWAP,
+)
+UNDO_SWAPPED: tuple[OnlinePhase, ...] = (
+    OnlinePhase(
+        Reached.SWAPPED,
+        "undo: indexes and foreign keys back on the old columns",
+        lambda strategy, plan: strategy.unprepare(plan),
+        Records.NOTHING,
+        check_after=Check.RESTORABLE,
+        guards=_AFTER_SWAP,
+    ),
+    UNSWAP,
+)
+
+
+def run_phases(run: OnlineRun, phases: tuple[OnlinePhase, ...], goal: Reached | None) -> None:
+    """Run ``phases`` in order up to ``goal`` (``None``: all of them), each check
+    resolved before the next phase begins."""
+    plan = run.plan
+    verified: Check | None = None  # checked by this run, nothing run since
+
+    def record(reached: Reached) -> Callable[[Connection], None]:
+        return lambda connection: state.save(connection, plan, Recorded(reached))
+
+    for phase in phases:
+        if phase.guards is not None and plan.attached is not None:
+            run.transaction(partial(_created_since, run=run, guard=phase.guards), "compare")
+        if phase.check_before is not None and phase.check_before is not verified:
+            _verify(run, phase.check_before)
+        if phase.marks is not None:
+            run.transaction(record(phase.marks), "record")
+        started = time.monotonic()
+        tasks = phase.tasks(run.strategy, plan)
+        then: Callable[[Connection], None] | None = None
+        if phase.records is Records.WITH_LAST and phase.reaches is not None:
+            then = record(phase.reaches)
+        elif phase.records is Records.FORGET:
+            then = lambda connection: state.forget(connection, plan.table)  # noqa: E731
+        run.run_tasks(tasks, then)
+        verified = None
+        if phase.check_after is not None:
+            try:
+                _verify(run, phase.check_after)
+            except MigrationVerificationError as error:
+                if phase.repair is None:
+                    raise
+                logger.warning("%s: %s; sweeping the tables again", plan.table, error)
+                run.run_tasks(phase.repair(run.strategy, plan))
+                _verify(run, phase.check_after)
+            verified = phase.check_after
+        if phase.records is Records.AFTER and phase.reaches is not None:
+            run.transaction(record(phase.reaches), "record")
+        logger.info("%s: %s done (%.1f s)", plan.table, phase.does, time.monotonic() - started)
+        if goal is not None and phase.reaches is goal:
+            return
+
+
+def _created_since(connection: Connection, *, run: OnlineRun, guard: Guard) -> None:
+    """Refuse what the application created on ``guard``'s columns since the plan
+    (an index on a child's reference between the prepare and the swap, a view,
+    a generated column, a new child table's foreign key...)."""
+    plan = run.plan
+    columns = guard.columns(plan)
+    if not columns:
+        return
+    known = set(plan.attached or ())
+    new: list[str] = []
+    for table, names in sorted(columns.items()):
+        on = " or ".join(f"{table}.{c}" for c in sorted(names))
+        found = run.strategy.attached(connection, plan, {table: names})
+        new += [f"{described} (on {on})" for described in sorted(found - known)]
+    if new:
+        them = "it" if len(new) == 1 else "them"
         raise MigrationRefusedError(
-            f"cannot migrate online on {database.label}: the online mode needs PostgreSQL"
-            " or MariaDB"
+            f"cannot continue the online migration of {plan.table}: {'; '.join(new)}"
+            f" {'was' if len(new) == 1 else 'were'} created after it was planned, and"
+            f" {guard.fate}; drop {them} and create {them} again after the contract (on the"
+            " UUID columns), or undo the migration (restore_pk_from_uuid7) and run it again"
+            f" (its new plan carries {them}); nothing was changed"
+        )
+
+
+def online_strategy(backend: MigrationBackend) -> OnlineStrategy:
+    """The backend's online strategy, or a refusal naming the database."""
+    strategy = backend.online
+    if strategy is None:
+        label = backend.database.label if backend.database is not None else "this database"
+        raise MigrationRefusedError(
+            f"cannot migrate online on {label}: the online mode needs PostgreSQL or MariaDB"
             + (
                 " (SQLite lets one writer in at a time: use the offline mode)"
-                if database.label == "SQLite"
+                if label == "SQLite"
                 else "; use the offline mode with writers paused"
             )
             + "; nothing was changed"
@@ -211,8 +580,9 @@ def _engine(connection: Connection) -> Engine:
     return connection.engine
 
 
-def migrate_online(
+def migrate(
     connection: Connection,
+    backend: MigrationBackend,
     table: str,
     options: PkMigrationOptions,
     phase: Phase = "all",
@@ -220,101 +590,122 @@ def migrate_online(
     dry_run: bool = False,
 ) -> PkMigrationPlan:
     """Run ``phase`` of the online migration of ``table`` (see the module docstring)."""
-    from sqla_ids.migration.plan import plan_pk_migration
-
     if phase not in PHASES:
         raise ValueError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
-    strategy = online_strategy(connection)
-    engine = _engine(connection)
-    with engine.connect() as conn:
+    strategy = online_strategy(backend)
+    session = Session(connection, strategy)
+    with session.exclusive(table):
+        return _migrate(session, backend, table, options, phase, dry_run=dry_run)
+
+
+def _migrate(
+    session: Session,
+    backend: MigrationBackend,
+    table: str,
+    options: PkMigrationOptions,
+    phase: Phase,
+    *,
+    dry_run: bool,
+) -> PkMigrationPlan:
+    strategy = online_strategy(backend)
+    with session.connect() as conn:
         recorded = state.load(conn, table)
         if recorded is None:
             if phase == "contract":
                 raise refuse(f"{table} has no online migration to contract", table)
-            plan = plan_pk_migration(conn, table, options)
-            problems = strategy.refusals(conn, plan)
-            if problems:
-                raise refuse("; ".join(problems), table)
-            reached = ""
+            plan = make_online_plan(conn, backend, table, options)
+            plan.attached = sorted(strategy.attached(conn, plan, _named(plan)))
+            reached = None
         else:
-            reached, plan = recorded
-            if reached == "done":
+            step, plan = recorded
+            if step.phase is Reached.DONE:
                 logger.info("%s.%s is already migrated to UUIDv7: skipped", table, plan.column)
                 return plan
-            if reached not in _ORDER:
-                raise refuse(f"{table} has an offline migration in progress ({reached})", table)
-            check_recorded(conn, plan, reached)
-            logger.info("%s: continuing the online migration after %s", table, reached or "start")
+            if not step.phase.online:
+                raise refuse(f"{table} has an offline migration in progress ({step})", table)
+            if step.phase is Reached.UNSWAPPING:
+                raise refuse(
+                    f"the undo of {table}'s swap was stopped half-way: run"
+                    " restore_pk_from_uuid7 again to finish it, then migrate",
+                    table,
+                )
+            check_recorded(conn, backend, plan, step.phase)
+            resumed_options(plan, options)
+            reached = step.phase
+            logger.info("%s: continuing the online migration after %s", table, step)
     if dry_run:
         return plan
-    run = OnlineRun(engine, plan, strategy, options)
-    goal = {"prepare": PREPARED, "swap": SWAPPED, "contract": "done", "all": "done"}[phase]
-    if phase == "contract" and _ORDER.index(reached) < _ORDER.index(SWAPPED):
-        raise refuse(f"{table} is not swapped yet (at {reached or 'start'}): run the swap first")
-    started = time.monotonic()
-    if reached == "":
-        logger.info("%s", plan.describe())
-        run.step(lambda c: None, PLANNED, "plan")
-        reached = PLANNED
-    if reached == PLANNED:
-        run.step(lambda c: strategy.expand(c, plan), EXPANDED, "expand")
-        reached = EXPANDED
-    if reached == EXPANDED:
-        strategy.backfill(run)
-        run.step(lambda c: None, BACKFILLED, "backfill")
-        reached = BACKFILLED
-    if reached == BACKFILLED:
-        strategy.prepare(run)
-        _verify(run, strategy, swapped=False)
-        run.step(lambda c: None, PREPARED, "prepare")
-        reached = PREPARED
-    if goal == PREPARED:
-        return plan
-    if reached == PREPARED:
-        run.step(lambda c: strategy.swap(c, plan), SWAPPED, "swap")
-        reached = SWAPPED
-        _verify(run, strategy, swapped=True)
-        logger.info("%s: swapped to UUIDv7 keys (%.1f s so far)", table, time.monotonic() - started)
-    if goal == SWAPPED:
-        return plan
-    run.step(lambda c: strategy.contract(c, plan), "done", "contract")
-    logger.info("%s: online migration finished", table)
+    if phase == "contract" and (reached is None or not Recorded(reached).after(Reached.SWAPPED)):
+        raise refuse(
+            f"{table} is not swapped yet (at {reached.value if reached else 'start'}):"
+            " run the swap first"
+        )
+    todo = UP if reached is None else UP[1 + [p.reaches for p in UP].index(reached) :]
+    run_phases(OnlineRun(session, plan, backend), todo, _GOALS[phase])
     return plan
 
 
-def check_recorded(connection: Connection, plan: PkMigrationPlan, reached: str) -> None:
-    """The migrated table must still show the step the state table records: a
+def make_online_plan(
+    connection: Connection, backend: MigrationBackend, table: str, options: PkMigrationOptions
+) -> PkMigrationPlan:
+    """The plan of an online migration of ``table``: the planner's blockers and the
+    online mode's own are refused together, in one message naming them all."""
+    strategy = online_strategy(backend)
+    plan, blockers = plan_and_blockers(connection, backend, table, options)
+    if plan is not None:
+        blockers.extend(strategy.refusals(connection, plan) + _shared_indexes(connection, plan))
+    blockers.raise_if_any(table)
+    assert plan is not None  # (no blockers: assembled)
+    return plan
+
+
+def _shared_indexes(connection: Connection, plan: PkMigrationPlan) -> list[str]:
+    """An index spanning a reference of this migration and a column another online
+    migration in progress converts: each migration rebuilds its own copy over the
+    other's column as it is named then, and after both swaps one of them would
+    sit on the other's parked old column (and go with it at its contract)."""
+    problems = []
+    for other, (step, other_plan) in state.recorded_plans(connection).items():
+        if other == plan.table or not step.phase.online:
+            continue
+        converted = {(t, c) for t, c in other_plan.targets()}
+        for _, dep in rebuilt(plan):
+            shared = [c for c in dep.columns if (dep.table, c) in converted]
+            if shared:
+                problems.append(
+                    f"index {dep.name} on {dep.table} spans {', '.join(shared)}, which the"
+                    f" online migration of {other} (at {step}) converts too: two online"
+                    " migrations cannot each rebuild it; contract that one first"
+                    f" (phase='contract'), or migrate {plan.table} offline"
+                )
+    return problems
+
+
+def check_recorded(
+    connection: Connection, backend: MigrationBackend, plan: PkMigrationPlan, reached: Reached
+) -> None:
+    """The migrated table must still show the phase the state table records: a
     table dropped and created again (a test database reset without the state
     table) would otherwise be taken for the migrated one -- "continued" by
-    doing nothing, or swapped back by renaming columns it never had.
-
-    On MariaDB a swap (or its undo) killed half-way leaves either name in
-    place until it runs again: both are accepted from the prepare on.
-    """
-    key_tmp = plan.temp_column(plan.table, plan.column)
-    either = {
-        EXPANDED: [key_tmp],
-        BACKFILLED: [key_tmp],
-        PREPARED: [key_tmp, plan.old_column],
-        SWAPPED: [plan.old_column, key_tmp],
-    }.get(reached)
-    if either is None:
+    doing nothing, or swapped back by renaming columns it never had."""
+    phase = next((p for p in UP if p.reaches is reached), None)
+    if phase is None or phase.shows is None:
         return
-    dialect = for_dialect(connection.dialect).migration()
-    inspector = sa.inspect(connection)
+    either = phase.shows(plan)
+    inspector = inspect(connection)
     if not inspector.has_table(plan.table):
         missing = [f"the table {plan.table}"]
     else:
-        columns = dialect.columns(connection, inspector, plan.table)
+        columns = backend.reflect.columns(connection, inspector, plan.table)
         missing = [f"{plan.table}.{plan.column}"] if plan.column not in columns else []
         if not any(c in columns for c in either):
             missing.append(" or ".join(f"{plan.table}.{c}" for c in either))
     # (An undo of the swap drops the mapping before it ends: not asked for then.)
-    if reached != SWAPPED and not inspector.has_table(plan.mapping_table):
+    if reached is not Reached.SWAPPED and not inspector.has_table(plan.mapping_table):
         missing.append(f"the mapping table {plan.mapping_table}")
     if missing:
         raise refuse(
-            f"the state table records its online migration at {reached}, but"
+            f"the state table records its online migration at {reached.value}, but"
             f" {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing: the"
             " tables were changed outside the migration (dropped and created again?); if so,"
             f" delete the row of {plan.table!r} from {state.STATE_TABLE} to start over",
@@ -322,39 +713,70 @@ def check_recorded(connection: Connection, plan: PkMigrationPlan, reached: str) 
         )
 
 
-def _verify(run: OnlineRun, strategy: OnlineStrategy, swapped: bool) -> None:
-    problems = run.transaction(lambda c: strategy.verify(c, run.plan, swapped), "verify")
-    if problems:
+#: What to do about rows a failed check names.
+_WAY_OUT = {
+    Check.FORWARD: "run the migration again (it sweeps the tables again before the check),"
+    " or undo it with restore_pk_from_uuid7",
+    Check.SWAPPED: "nothing was contracted: correct those rows' new values (their old"
+    " columns still hold the references) and run the contract again, or undo the"
+    " migration with restore_pk_from_uuid7",
+    Check.RESTORABLE: "the swap was not undone: give those rows their old values, or"
+    " contract the migration and restore it offline",
+}
+
+
+def _verify(run: OnlineRun, check: Check) -> None:
+    def problems(connection: Connection) -> list[str]:
+        keys = {}
+        inspector = inspect(connection)
+        for ref in run.plan.references:
+            _, pk = run.backend.reflect.primary_key(connection, inspector, ref.table)
+            keys[ref.table] = pk[0]
+        return verify(connection, run.plan, check, keys)
+
+    found = run.transaction(problems, "verify")
+    if found:
         raise MigrationVerificationError(
-            f"{run.plan.table}: online migration check failed: {'; '.join(problems)}"
+            f"{run.plan.table}: online migration check failed ({check.value}):"
+            f" {'; '.join(found)}; nothing after the check ran -- {_WAY_OUT[check]}"
         )
 
 
-def unswap_online(
-    connection: Connection, plan: PkMigrationPlan, options: PkMigrationOptions | None = None
+def undo(
+    connection: Connection,
+    backend: MigrationBackend,
+    plan: PkMigrationPlan,
+    reached: Reached,
+    *,
+    ours: bool,
 ) -> PkMigrationPlan:
-    """Undo a swapped (not yet contracted) online migration, online: the old
-    columns get their indexes and foreign keys back without blocking writes,
-    then take their names again in one short transaction."""
-    strategy = online_strategy(connection)
-    run = OnlineRun(_engine(connection), plan, strategy, options or plan.migration_options)
-    strategy.unprepare(run)
-    _verify(run, strategy, swapped=True)
-
-    def work(c: Connection) -> None:
-        strategy.unswap(c, plan)
-        state.forget(c, plan.table)
-
-    run.transaction(work, "undo swap")
-    logger.info("%s: online migration undone (old keys back)", plan.table)
-    return plan
-
-
-def abort_online(connection: Connection, plan: PkMigrationPlan) -> PkMigrationPlan:
-    """Undo an online migration that has not been swapped yet, on ``connection``
-    (in its transaction, as a downgrade runs): the tables as they were."""
-    strategy = online_strategy(connection)
-    strategy.abort(connection, plan)
-    state.forget(connection, plan.table)
-    logger.info("%s: online migration undone before its swap", plan.table)
+    """Undo an online migration not contracted yet: after the swap online
+    (:data:`UNDO_SWAPPED`), before it in the caller's transaction. ``ours``:
+    the transaction open on ``connection`` is only the state's read (ended
+    before the online steps, which wait for no transaction)."""
+    strategy = online_strategy(backend)
+    check_recorded(connection, backend, plan, reached)
+    half_swapped = reached is Reached.PREPARED and strategy.swap_began(connection, plan)
+    if ours:
+        connection.rollback()
+    session = Session(connection, strategy)
+    with session.exclusive(plan.table):
+        run = OnlineRun(session, plan, backend)
+        if half_swapped:
+            # A swap killed half-way (MariaDB commits each statement): its
+            # statements are built from what is done, so it is finished first,
+            # then undone like any swap.
+            logger.info("%s: the swap was stopped half-way; finishing it to undo it", plan.table)
+            run_phases(run, tuple(p for p in UP if p.reaches is Reached.SWAPPED), None)
+            reached = Reached.SWAPPED
+        if reached is Reached.UNSWAPPING:
+            # Its statements too are built from what is done; the steps and
+            # the check before it were passed when it began.
+            logger.info("%s: the undo was stopped half-way; finishing it", plan.table)
+            undo: tuple[OnlinePhase, ...] = (replace(UNSWAP, check_before=None, marks=None),)
+        elif reached is Reached.SWAPPED:
+            undo = UNDO_SWAPPED
+        else:
+            undo = UNDO_BEFORE_SWAP
+        run_phases(run, undo, None)
     return plan

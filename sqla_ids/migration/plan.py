@@ -15,18 +15,21 @@ create, collect the blockers; then the plan is assembled.
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.dialects import for_dialect
-from sqla_ids.migration import analysis
-from sqla_ids.migration.dialect import MigrationDialect
-from sqla_ids.migration.model import (
+from sqla_ids.errors import MigrationRefusedError
+from sqla_ids.migration.backends import backend_for
+from sqla_ids.migration.backends.base import MigrationBackend
+from sqla_ids.migration.core import analysis
+from sqla_ids.migration.core.model import (
     DEFAULT_OLD_SUFFIX,
     MAPPING_SUFFIX,
     OLD_COLUMN_COMMENT,
@@ -36,6 +39,7 @@ from sqla_ids.migration.model import (
     Dependent,
     NewKeyDefault,
     OldKeyDefault,
+    ParkedTrigger,
     PkMigrationPlan,
     Reference,
     Routine,
@@ -43,8 +47,10 @@ from sqla_ids.migration.model import (
     name_suffix,
     refuse,
 )
-from sqla_ids.migration.options import PkMigrationOptions, build_options
-from sqla_ids.migration.strategies import count_orphans
+from sqla_ids.migration.core.options import PkMigrationOptions, build_options
+from sqla_ids.migration.core.progress import logger
+from sqla_ids.migration.core.reflected import Inspector, inspect
+from sqla_ids.migration.core.sql import count_orphans
 
 # Re-exported: the plan's data lives in model.py.
 __all__ = [
@@ -71,8 +77,8 @@ class _Planning:
     """What the planning steps share."""
 
     connection: Connection
-    dialect: MigrationDialect
-    inspector: sa.Inspector
+    backend: MigrationBackend
+    inspector: Inspector
     options: PkMigrationOptions
     table: str
     tables: set[str]
@@ -86,6 +92,7 @@ class _Planning:
     mapping_table: str = ""
     affected: dict[str, set[str]] = field(default_factory=dict)
     views: list[View] = field(default_factory=list)
+    parked_triggers: list[ParkedTrigger] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -97,21 +104,46 @@ def plan_pk_migration(
 ) -> PkMigrationPlan:
     """Reflect ``table`` and everything that references its key; refuse what can't be done.
 
-    ``options`` is a :class:`~sqla_ids.migration.options.PkMigrationOptions`;
+    ``options`` is a :class:`~sqla_ids.migration.core.options.PkMigrationOptions`;
     its fields may also be given as keywords (``timestamp_column="created_at"``).
 
     Raises :class:`~sqla_ids.errors.MigrationRefusedError` naming every
     object it cannot carry over (view, trigger, rule, routine, composite key,
     unsupported type, name clash...) before any change is made.
     """
-    opts = build_options(options, overrides)
-    dialect = for_dialect(connection.dialect).migration()
-    inspector = sa.inspect(connection)
+    return make_plan(connection, backend_for(connection), table, build_options(options, overrides))
+
+
+def make_plan(
+    connection: Connection, backend: MigrationBackend, table: str, options: PkMigrationOptions
+) -> PkMigrationPlan:
+    """:func:`plan_pk_migration` with the options built and the backend found
+    (the runners do both once, at their boundary)."""
+    plan, blockers = plan_and_blockers(connection, backend, table, options, despite=False)
+    blockers.raise_if_any(table)
+    assert plan is not None  # (no blockers: assembled)
+    return plan
+
+
+def plan_and_blockers(
+    connection: Connection,
+    backend: MigrationBackend,
+    table: str,
+    options: PkMigrationOptions,
+    *,
+    despite: bool = True,
+) -> tuple[PkMigrationPlan | None, Blockers]:
+    """The plan and every problem found planning it, without refusing yet: a mode
+    with blockers of its own (online) adds them, so one refusal names them all.
+    With ``despite``, the plan is assembled despite blockers when it can be
+    (``None`` when not, or without ``despite``); a table with no usable key is
+    refused at once (nothing else can be checked)."""
+    inspector = inspect(connection)
     ctx = _Planning(
         connection=connection,
-        dialect=dialect,
+        backend=backend,
         inspector=inspector,
-        options=opts,
+        options=options,
         table=table,
         tables=set(inspector.get_table_names()),
     )
@@ -119,8 +151,26 @@ def plan_pk_migration(
     _collect_references(ctx)
     _check_names(ctx)
     _collect_blockers(ctx)
-    ctx.blockers.raise_if_any(table)
-    return _assemble(ctx)
+    if options.versions and not options.online:
+        ctx.blockers.add(
+            "versions (two versions of the tables served from the expand to the contract)"
+            " needs the online mode: add online=True, or migrate offline without versions"
+        )
+    elif options.versions and backend.online is not None and not backend.online.serves_versions:
+        label = backend.database.label if backend.database is not None else "this database"
+        ctx.blockers.add(
+            "versions (two versions of the tables served during the migration) is not"
+            f" available on {label}: it needs PostgreSQL (schemas of updatable views); migrate"
+            " without versions (roll the application out at the swap)"
+        )
+    if not ctx.blockers.problems:
+        return _assemble(ctx), ctx.blockers
+    if not despite:
+        return None, ctx.blockers
+    try:
+        return _assemble(ctx), ctx.blockers
+    except MigrationRefusedError:
+        return None, ctx.blockers  # what the blockers stop cannot be read either
 
 
 def _reflect_key(ctx: _Planning) -> None:
@@ -129,14 +179,14 @@ def _reflect_key(ctx: _Planning) -> None:
     table = ctx.table
     if table not in ctx.tables:
         raise refuse(f"table {table!r} does not exist")
-    pk_name, pk_cols = ctx.dialect.primary_key(ctx.connection, ctx.inspector, table)
+    pk_name, pk_cols = ctx.backend.reflect.primary_key(ctx.connection, ctx.inspector, table)
     if len(pk_cols) != 1:
         raise refuse(
             f"table {table!r} has a primary key of {len(pk_cols)} columns {pk_cols};"
             " only a single-column key can become a UUIDv7"
         )
     ctx.column, ctx.pk_name = pk_cols[0], pk_name
-    ctx.columns = ctx.dialect.columns(ctx.connection, ctx.inspector, table)
+    ctx.columns = ctx.backend.reflect.columns(ctx.connection, ctx.inspector, table)
     key_type = ctx.columns[ctx.column]["type"]
     if isinstance(key_type, sa.Uuid):
         raise refuse(f"{table}.{ctx.column} is already a UUID column")
@@ -155,7 +205,7 @@ def _reflect_key(ctx: _Planning) -> None:
 
 def _collect_references(ctx: _Planning) -> None:
     """Declared foreign keys to the key, then the plain columns the user named."""
-    ctx.references = ctx.dialect.find_references(
+    ctx.references = ctx.backend.reflect.find_references(
         ctx.connection, ctx.inspector, ctx.table, ctx.column
     )
     declared = {(r.table, r.column) for r in ctx.references}
@@ -163,22 +213,25 @@ def _collect_references(ctx: _Planning) -> None:
         if ref_table not in ctx.tables:
             ctx.blockers.add(f"extra reference table {ref_table!r} does not exist")
             continue
-        ref_cols = ctx.dialect.columns(ctx.connection, ctx.inspector, ref_table)
+        ref_cols = ctx.backend.reflect.columns(ctx.connection, ctx.inspector, ref_table)
         if ref_column not in ref_cols:
             ctx.blockers.add(f"extra reference column {ref_table}.{ref_column} does not exist")
             continue
         if (ref_table, ref_column) in declared:
-            ctx.blockers.add(f"{ref_table}.{ref_column} already has a foreign key to {ctx.table}")
+            ctx.blockers.add(
+                f"{ref_table}.{ref_column} already has a foreign key to {ctx.table}; leave it"
+                " out of extra_references (it is converted anyway)"
+            )
             continue
         ctx.references.append(
             Reference(
                 table=ref_table,
                 column=ref_column,
                 nullable=bool(ref_cols[ref_column]["nullable"]),
-                type_sql=ctx.dialect.column_type_sql(ctx.connection, ref_table, ref_column),
+                type_sql=ctx.backend.reflect.column_type_sql(ctx.connection, ref_table, ref_column),
             )
         )
-    ctx.dialect.resolve_inheritance(ctx.connection, ctx.table, ctx.references, ctx.blockers)
+    ctx.backend.reflect.resolve_inheritance(ctx.connection, ctx.table, ctx.references, ctx.blockers)
     for t, c in [(ctx.table, ctx.column)] + [(r.table, r.column) for r in ctx.references]:
         ctx.affected.setdefault(t, set()).add(c)
 
@@ -188,14 +241,21 @@ def _check_names(ctx: _Planning) -> None:
     fit the database's identifier length (PostgreSQL would silently truncate)."""
     opts = ctx.options
     if ctx.old_column in ctx.columns:
-        ctx.blockers.add(f"column {ctx.table}.{ctx.old_column} already exists")
+        ctx.blockers.add(
+            f"column {ctx.table}.{ctx.old_column} already exists; name the old-key column"
+            " with old_column="
+        )
     if ctx.mapping_table in ctx.tables:
-        ctx.blockers.add(f"mapping table {ctx.mapping_table!r} already exists")
+        ctx.blockers.add(
+            f"mapping table {ctx.mapping_table!r} already exists; name another with mapping_table="
+        )
     if opts.timestamp_column is not None and opts.timestamp_column not in ctx.columns:
         ctx.blockers.add(f"timestamp column {ctx.table}.{opts.timestamp_column} does not exist")
+    elif opts.timestamp_column is not None:
+        _check_timestamp_column(ctx, opts.timestamp_column)
     created = [("column", ctx.old_column), ("table", ctx.mapping_table)]
     for t, cols in sorted(ctx.affected.items()):
-        t_columns = set(ctx.dialect.columns(ctx.connection, ctx.inspector, t))
+        t_columns = set(ctx.backend.reflect.columns(ctx.connection, ctx.inspector, t))
         # Another migration's temporary columns (a child shared with a table
         # being migrated online) carry another suffix and are left alone.
         ours = f"{TEMP_PREFIX}{name_suffix(ctx.table)}_"
@@ -210,9 +270,12 @@ def _check_names(ctx: _Planning) -> None:
                 name = f"{c}{DEFAULT_OLD_SUFFIX}"
                 created.append(("column", name))
                 if name in t_columns:
-                    ctx.blockers.add(f"column {t}.{name} already exists")
+                    ctx.blockers.add(
+                        f"column {t}.{name} already exists, and keep_child_old_columns=True"
+                        " would create it; rename it first or pass keep_child_old_columns=False"
+                    )
     for kind, name in created:
-        limit = ctx.dialect.identifier_limit(name)
+        limit = ctx.backend.reflect.identifier_limit(name)
         if limit is not None:
             ctx.blockers.add(
                 f"the {kind} name {name!r} the migration would create is longer than the"
@@ -221,29 +284,98 @@ def _check_names(ctx: _Planning) -> None:
             )
 
 
+def _check_timestamp_column(ctx: _Planning, column: str) -> None:
+    """The keys' times come from a date or timestamp column, whose values must be
+    dates a key can hold and Python can read (PostgreSQL's go past the year 9999)."""
+    declared = {c["name"]: c["type"] for c in ctx.inspector.get_columns(ctx.table)}
+    kind = declared.get(column)
+    if kind is None:
+        return  # a name the inspector cannot read back: the migration's SQL says it
+    if not isinstance(kind, sa.Date | sa.DateTime):
+        ctx.blockers.add(
+            f"timestamp column {ctx.table}.{column} has type {kind}; the keys' times come"
+            " from a date or timestamp column"
+        )
+        return
+    latest: date = date.max
+    if isinstance(kind, sa.DateTime):
+        latest = datetime.max.replace(tzinfo=UTC) if kind.timezone else datetime.max
+    t = sa.table(ctx.table, sa.column(column, kind))
+    beyond = ctx.connection.execute(
+        sa.select(sa.func.count()).select_from(t).where(t.c[column] > sa.literal(latest, kind))
+    ).scalar_one()
+    if beyond:
+        ctx.blockers.add(
+            f"timestamp column {ctx.table}.{column} holds {beyond} value(s) after the year"
+            " 9999, where the keys' times stop"
+        )
+
+
 def _collect_blockers(ctx: _Planning) -> None:
     """Everything the migration could not carry over, from every check at once."""
     _other_foreign_keys(ctx)
-    ctx.views = ctx.dialect.find_views(ctx.connection, ctx.inspector, ctx.affected, ctx.blockers)
+    ctx.views = ctx.backend.reflect.find_views(
+        ctx.connection,
+        ctx.inspector,
+        ctx.affected,
+        ctx.blockers,
+        # The online swap recreates the views in its transaction and refreshes a
+        # populated materialized view there (the offline mode refuses one).
+        refresh_populated=ctx.options.online,
+    )
     for view in ctx.views:
         if not ctx.options.recreate_views:
             ctx.blockers.add(
-                f"view {view.name} depends on {view.depends_on}; drop it first and recreate it"
+                f"view {view.shown} depends on {view.depends_on}; drop it first and recreate it"
                 " after (or pass recreate_views=True)"
             )
-        _unmigrated_comparisons(ctx, f"view {view.name}", view.create_sql)
+        _unmigrated_comparisons(ctx, f"view {view.shown}", view.create_sql)
     ctx.blockers.extend(
-        ctx.dialect.find_blockers(ctx.connection, ctx.inspector, ctx.table, ctx.affected)
+        ctx.backend.reflect.find_blockers(ctx.connection, ctx.inspector, ctx.table, ctx.affected)
     )
+    # Set aside offline, guarded online (the application's updates need them
+    # meanwhile): see ParkedTrigger.
+    ctx.parked_triggers = ctx.backend.reflect.update_triggers(ctx.connection, ctx.affected)
     _routines(ctx)
     _dangling(ctx)
+    _unsupported_characters(ctx)
+
+
+def _unsupported_characters(ctx: _Planning) -> None:
+    """Names the engine's SQL cannot carry yet: ``%`` (a placeholder to the
+    ``format``-style drivers, psycopg's and PyMySQL's, in statements sent with
+    parameters) and ``:`` after a space or punctuation (a bound parameter to
+    SQLAlchemy's ``text()``). Refused before anything changes, each name once."""
+    names = {ctx.table, ctx.old_column, ctx.mapping_table, *ctx.columns}
+    for table in ctx.affected:
+        names.add(table)
+        names.update(c["name"] for c in ctx.inspector.get_columns(table))
+        names.update(i["name"] or "" for i in ctx.inspector.get_indexes(table))
+        names.update(fk["name"] or "" for fk in ctx.inspector.get_foreign_keys(table))
+        names.update(u["name"] or "" for u in ctx.inspector.get_unique_constraints(table))
+    names.update(ref.constraint or "" for ref in ctx.references)
+    names.update(view.name for view in ctx.views)
+    percent = ctx.connection.dialect.paramstyle in ("format", "pyformat")
+    pattern = _UNSUPPORTED_CHARACTERS if percent else _UNSUPPORTED_CHARACTERS_QMARK
+    for name in sorted(n for n in names if pattern.search(n)):
+        ctx.blockers.add(
+            f"the name {name!r} contains {'%' if '%' in name else 'a colon after a non-letter'},"
+            " which the migration's SQL does not carry yet; rename it for the migration"
+            " (ALTER ... RENAME) and back after"
+        )
+
+
+_UNSUPPORTED_CHARACTERS_QMARK = re.compile(r"(?<![\w:]):\w")
+"""``:name`` where SQLAlchemy's ``text()`` would see a parameter."""
+_UNSUPPORTED_CHARACTERS = re.compile(r"%|(?<![\w:]):\w")
+"""The same, and ``%`` anywhere (``format``-style drivers)."""
 
 
 def _unmigrated_comparisons(ctx: _Planning, what: str, sql: str) -> None:
     """A comparison of a migrated column with a column that stays as it is would
     compare a UUID with the old type: name the column and the way out."""
     for (t, c), (other_t, other_c) in analysis.unmigrated_comparisons(
-        sql, ctx.affected, ctx.dialect.identifier_quote
+        sql, ctx.affected, ctx.backend.identifier_quote
     ):
         if other_t not in ctx.tables:
             continue  # e.g. a column of a subquery alias we could not resolve
@@ -259,7 +391,7 @@ def _routines(ctx: _Planning) -> None:
     """Stored functions, procedures and triggers that use a migrated column must be
     acknowledged by name (their parameters or bodies may assume the old type)."""
     acknowledged = {r.lower() for r in ctx.options.acknowledged_routines}
-    for routine in ctx.dialect.find_routines(ctx.connection, ctx.affected):
+    for routine in ctx.backend.reflect.find_routines(ctx.connection, ctx.affected):
         _unmigrated_comparisons(ctx, f"{routine.kind} {routine.name}", routine.body)
         if routine.name.lower() in acknowledged:
             ctx.warnings.append(
@@ -276,23 +408,58 @@ def _routines(ctx: _Planning) -> None:
 def _other_foreign_keys(ctx: _Planning) -> None:
     """References we would break: an affected column that is also part of an FK to
     another table, or that another table's FK points at."""
-    for fk in ctx.dialect.foreign_keys(ctx.connection, ctx.inspector):
+    for fk in ctx.backend.reflect.foreign_keys(ctx.connection, ctx.inspector):
         referred = fk["referred_table"]
         if referred == ctx.table and ctx.column in fk["referred_columns"]:
             continue
         name = fk.get("name") or "(unnamed)"
+        drop = _drop_foreign_key_sql(ctx, fk)
         for c in fk["constrained_columns"]:
             if c in ctx.affected.get(fk["table"], set()):
                 ctx.blockers.add(
                     f"{fk['table']}.{c} is also part of foreign key {name} to {referred};"
-                    " a column cannot hold both keys"
+                    f" a column cannot hold both keys: drop that foreign key first{drop}"
                 )
-        for c in fk["referred_columns"]:
+        paired = zip(fk["constrained_columns"], fk["referred_columns"], strict=False)
+        for local, c in paired:
             if c in ctx.affected.get(referred, set()):
+                # Its values are the same keys (those of C.c, a reference to the
+                # migrated key): converted through the same mapping, they stay equal.
                 ctx.blockers.add(
                     f"foreign key {name} on {fk['table']} references {referred}.{c}, which"
-                    f" would change type; migrate {referred}'s key on its own first"
+                    f" would change type; drop it first{drop}, pass"
+                    f" extra_references=[({fk['table']!r}, {local!r})] so that its values"
+                    " are converted too, and add it again after the migration"
                 )
+
+
+def _drop_foreign_key_sql(ctx: _Planning, fk: dict[str, Any]) -> str:
+    """`` (ALTER TABLE ... DROP ...)`` removing ``fk``, as the database writes it;
+    empty where the database cannot drop a constraint (SQLite) or it has no name."""
+    if not fk.get("name") or ctx.connection.dialect.name == "sqlite":
+        return ""  # (SQLite: a foreign key goes only with a rebuild of its table)
+    metadata = sa.MetaData()
+    local = sa.Table(fk["table"], metadata, *(sa.Column(c) for c in fk["constrained_columns"]))
+    if fk["referred_table"] == fk["table"]:  # a self-reference: one table of both
+        remote = local
+        for c in fk["referred_columns"]:
+            if c not in local.c:
+                local.append_column(sa.Column(c))
+    else:
+        remote = sa.Table(
+            fk["referred_table"], metadata, *(sa.Column(c) for c in fk["referred_columns"])
+        )
+    constraint = sa.ForeignKeyConstraint(
+        [local.c[c] for c in fk["constrained_columns"]],
+        [remote.c[c] for c in fk["referred_columns"]],
+        name=fk["name"],
+    )
+    local.append_constraint(constraint)
+    try:
+        sql = str(sa.schema.DropConstraint(constraint).compile(dialect=ctx.connection.dialect))
+    except sa.exc.CompileError:
+        return ""
+    return f" ({sql.strip()})"
 
 
 def _dangling(ctx: _Planning) -> None:
@@ -306,13 +473,14 @@ def _dangling(ctx: _Planning) -> None:
         if dangling:
             ctx.blockers.add(
                 f"{ref.table}.{ref.column} holds {dangling} value(s) with no matching"
-                f" {ctx.table}.{ctx.column}"
+                f" {ctx.table}.{ctx.column}; give them a {ctx.table} row or set them to NULL"
+                " first (the migration would have no new key for them)"
             )
 
 
 def _assemble(ctx: _Planning) -> PkMigrationPlan:
     """The plan, once nothing blocks it."""
-    connection, dialect, opts = ctx.connection, ctx.dialect, ctx.options
+    connection, reflect, opts = ctx.connection, ctx.backend.reflect, ctx.options
     row_count = connection.execute(
         sa.select(sa.func.count()).select_from(sa.table(ctx.table))
     ).scalar_one()
@@ -322,33 +490,44 @@ def _assemble(ctx: _Planning) -> PkMigrationPlan:
         column=ctx.column,
         pk_name=ctx.pk_name,
         key_kind=ctx.key_kind,
-        key_type_sql=dialect.column_type_sql(connection, ctx.table, ctx.column),
+        key_type_sql=reflect.column_type_sql(connection, ctx.table, ctx.column),
         old_column=ctx.old_column,
         mapping_table=ctx.mapping_table,
         row_count=int(row_count),
         references=ctx.references,
-        dependents=dialect.find_dependents(
+        dependents=reflect.find_dependents(
             connection, ctx.inspector, ctx.table, ctx.column, ctx.affected
         ),
-        timestamp_column=opts.timestamp_column,
         seed=opts.seed if opts.seed is not None else secrets.token_hex(16),
-        batch_size=opts.batch_size,
-        keep_child_old_columns=opts.keep_child_old_columns,
-        drop_sequence=opts.drop_sequence,
-        server_default=opts.server_default if isinstance(opts.server_default, str) else None,
         base_time_ms=int(time.time() * 1000),
-        recreate_views=opts.recreate_views,
         views=ctx.views,
-        options=opts.to_dict(),
+        parked_triggers=ctx.parked_triggers,
+        options=opts,
         warnings=ctx.warnings,
     )
-    plan.default = dialect.key_default(connection, plan)
+    plan.default = reflect.key_default(connection, plan)
     if isinstance(opts.server_default, str):
         plan.new_default = NewKeyDefault("expression", sql=opts.server_default)
     elif opts.server_default:
-        plan.new_default = dialect.uuid7_key_default(connection, plan)
+        plan.new_default = reflect.uuid7_key_default(connection, plan)
     else:
         plan.new_default = NewKeyDefault("none", reason="server_default=False")
-    plan.table_sql = dialect.table_sql(connection, plan)
-    plan.columns = dialect.column_definitions(connection, plan)
+    plan.table_sql = reflect.table_sql(connection, plan)
+    plan.columns = reflect.column_definitions(connection, plan)
     return plan
+
+
+def resumed_options(plan: PkMigrationPlan, current: PkMigrationOptions) -> None:
+    """A resumed run paces itself with its own options (every knob), and says so;
+    the options that shaped the recorded plan stay as recorded."""
+    plan.options, changed = plan.options.resumed_with(current)
+    if changed:
+        logger.info("%s: resumed with this run's %s", plan.table, ", ".join(changed))
+    ignored = plan.options.shape_differences(current)
+    if ignored:
+        logger.warning(
+            "%s: %s differ from the recorded migration's and are ignored (a started"
+            " migration keeps its plan; undo it to change them)",
+            plan.table,
+            ", ".join(ignored),
+        )

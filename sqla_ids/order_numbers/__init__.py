@@ -1,4 +1,4 @@
-"""Customer-facing order numbers: FF3-1 + check digit (SPEC §2).
+"""Customer-facing order numbers: FF3-1 + check digit (docs/order_numbers.md).
 
 Pure Python (no SQLAlchemy import): the codec, its check digits, alphabets,
 keyring, batch FF3-1 engine and the unencrypted schemes. The column type

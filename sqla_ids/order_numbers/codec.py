@@ -1,4 +1,5 @@
-"""The FPE order-number codec: SPEC §2's seven steps and their inverse.
+"""The FPE order-number codec: the seven steps of the algorithm and their inverse
+(docs/order_numbers.md, "The algorithm").
 
 ``encode(n)``: pad ``n`` to the alphabet's minimum width (8 decimal digits),
 encrypt with FF3-1 under a named key, refuse an all-zero ciphertext (the
@@ -134,7 +135,8 @@ class OrderNumberCodec(FormatInput):
         return plain
 
     def is_skipped(self, value: int) -> bool:
-        """Whether ``value`` encrypts to all zeros and so is never issued (SPEC §2 step 4).
+        """Whether ``value`` encrypts to all zeros and so is never issued (step 4
+        of the algorithm, docs/order_numbers.md).
 
         >>> from sqla_ids.order_numbers.keyring import Keyring
         >>> ring = Keyring(environ={})

@@ -46,7 +46,8 @@ class ValueOutOfRangeError(OrderNumberError):
 
 
 class SkippedValueError(OrderNumberError):
-    """This sequence value encrypts to all zeros and must be skipped (SPEC §2 step 4)."""
+    """This sequence value encrypts to all zeros and must be skipped (step 4 of
+    the algorithm, docs/order_numbers.md)."""
 
 
 class KeyConfigurationError(SqlaIdsError, ValueError):

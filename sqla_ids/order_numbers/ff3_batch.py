@@ -1,8 +1,11 @@
 """FF3-1 (NIST SP 800-38G Rev.1) for one number or many at once.
 
-The key schedule and the 56→64-bit tweak expansion are the ``ff3`` package's
-own (``FF3Cipher(...).aesCipher`` and ``calculate_tweak64_ff3_1``); what is
-done here is the Feistel loop on integers instead of strings:
+The ``ff3`` package's public ``FF3Cipher(key, tweak, radix)`` validates the
+key, tweak and radix; nothing else of ``ff3`` is used, so its internals may
+change freely. The block cipher is AES from ``pycryptodome`` (``ff3``'s own
+dependency) under the byte-reversed key, the 56→64-bit tweak expansion and
+the length bounds are NIST SP 800-38G Rev.1's, and the Feistel loop runs on
+integers instead of strings:
 
 * single path: the halves stay integers for all eight rounds, the round
   blocks are precomputed per key, so a number costs eight AES calls and a few
@@ -23,8 +26,8 @@ import sys
 from array import array
 from collections.abc import Callable, Sequence
 
+from Crypto.Cipher import AES
 from ff3 import FF3Cipher  # type: ignore[import-untyped]
-from ff3.ff3 import calculate_tweak64_ff3_1  # type: ignore[import-untyped]
 
 from sqla_ids.order_numbers.alphabets import Alphabet, get_alphabet
 from sqla_ids.order_numbers.keyring import FPEKey
@@ -35,6 +38,37 @@ _ROUNDS = 8
 _CHUNK = 1 << 16  # numbers per ECB call: bounds the memory of one batch
 _M64 = (1 << 64) - 1
 _BIG_ENDIAN = sys.byteorder == "big"
+_DOMAIN_MIN = 1_000_000  # FF3-1: radix ** minlen >= 1,000,000
+_MAX_BITS = 96  # FF3-1: maxlen = 2 * floor(log_radix(2 ** 96))
+
+
+def length_bounds(radix: int) -> tuple[int, int]:
+    """FF3-1's shortest and longest input for ``radix`` (NIST SP 800-38G Rev.1, 5.2),
+    in integers, so no floating-point logarithm rounds them.
+
+    >>> length_bounds(10), length_bounds(32)
+    ((6, 56), (4, 38))
+    """
+    shortest = 1
+    while radix**shortest < _DOMAIN_MIN:
+        shortest += 1
+    half = 0
+    while radix ** (half + 1) <= 2**_MAX_BITS:
+        half += 1
+    return shortest, 2 * half
+
+
+def tweak64(tweak56: bytes) -> bytes:
+    """FF3-1's 64-bit tweak from the 56-bit one: T_L = T[0..27] || 0000,
+    T_R = T[32..55] || T[28..31] || 0000 (NIST SP 800-38G Rev.1, 5.2).
+
+    >>> tweak64(bytes.fromhex("D8E7920AFA330A")).hex().upper()
+    'D8E79200FA330AA0'
+    """
+    if len(tweak56) != 7:
+        raise ValueError(f"an FF3-1 tweak has 7 bytes (56 bits), got {len(tweak56)}")
+    middle = tweak56[3]
+    return tweak56[:3] + bytes([middle & 0xF0]) + tweak56[4:] + bytes([(middle & 0x0F) << 4])
 
 
 class FF3Engine:
@@ -62,12 +96,14 @@ class FF3Engine:
     def __init__(self, key: FPEKey, alphabet: Alphabet | str = "decimal") -> None:
         self.alphabet = get_alphabet(alphabet)
         radix = self.alphabet.radix
-        # ff3 validates the key and builds AES with its reversed key for us.
-        cipher = FF3Cipher(key.key_hex(), key.tweak_hex(), radix)
-        self._encrypt_block: Callable[[bytes], bytes] = cipher.aesCipher.encrypt
-        self.min_len: int = cipher.minLen
-        self.max_len: int = cipher.maxLen
-        tweak = bytes(calculate_tweak64_ff3_1(bytes.fromhex(key.tweak_hex())))
+        # ff3's public constructor validates the key, tweak and radix.
+        FF3Cipher(key.key_hex(), key.tweak_hex(), radix)
+        # FF3 encrypts with the byte-reversed key (REVB(K)); ECB encrypts each
+        # 16-byte block on its own, which the batch path relies on.
+        reversed_key = bytes.fromhex(key.key_hex())[::-1]
+        self._encrypt_block: Callable[[bytes], bytes] = AES.new(reversed_key, AES.MODE_ECB).encrypt
+        self.min_len, self.max_len = length_bounds(radix)
+        tweak = tweak64(bytes.fromhex(key.tweak_hex()))
         left, right = tweak[:4], tweak[4:]
         # Round i encrypts REV(W xor i || NUM(REV(B)) as 12 bytes); read as a
         # little-endian 128-bit integer that is b + (W xor i) << 96.

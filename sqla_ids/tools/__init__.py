@@ -1,4 +1,4 @@
-"""Tools for people working with UUID-keyed databases (SPEC §5).
+"""Tools for people working with UUID-keyed databases (docs/tools.md).
 
 * :mod:`~sqla_ids.tools.find` -- find one UUID value anywhere in a database;
 * :mod:`~sqla_ids.tools.relations` -- infer primary/foreign keys among UUID

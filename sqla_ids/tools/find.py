@@ -1,4 +1,4 @@
-"""Find one UUID value anywhere in a database schema (SPEC §5).
+"""Find one UUID value anywhere in a database schema (docs/tools.md).
 
 Every column that may hold a UUID (see :mod:`sqla_ids.tools.columns`) is
 searched for every storage form of the value -- native ``uuid``, canonical or

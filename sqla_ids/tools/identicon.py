@@ -1,4 +1,4 @@
-"""Identicons: a small deterministic SVG picture of a UUID (SPEC §5).
+"""Identicons: a small deterministic SVG picture of a UUID (docs/tools.md).
 
 The 16 bytes are hashed with BLAKE2b (personalised, so the picture is not a
 plain view of the UUID's bits); the hash chooses a colour and fills an 8x8

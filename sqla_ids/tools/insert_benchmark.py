@@ -180,7 +180,7 @@ def keys_at_rate(layout: Layout, count: int, per_ms: int) -> list[uuid.UUID]:
 def clock_drift_ms(keys: Sequence[uuid.UUID], per_ms: int) -> int:
     """How many ms the keys' timestamps ran ahead of the simulated clock, at most.
 
-    A counter that overflows advances the timestamp (SPEC §1.2); a layout
+    A counter that overflows advances the timestamp (docs/uuid7.md, "The bit layout"); a layout
     too small for the rate makes the stored times drift into the future.
     """
     return max(

@@ -1,4 +1,4 @@
-"""Infer primary and foreign keys among UUID columns from the data (SPEC §5).
+"""Infer primary and foreign keys among UUID columns from the data (docs/tools.md).
 
 For undocumented databases: every column that holds UUIDs (native type, 16
 bytes, or text whose sampled values all read as UUIDs) is measured -- rows,
@@ -34,6 +34,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.expression import Executable
 
+from sqla_ids.alembic.filters import is_sqla_ids_table, recorded_objects
 from sqla_ids.dialects import for_dialect
 from sqla_ids.dialects.scanning import Scanning
 from sqla_ids.identifiers import UUIDFormatError, parse_uuid
@@ -136,6 +137,11 @@ class RelationsReport:
     references: list[ReferenceCandidate] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     """Checks that could not run (time budget, timeouts, errors), with the reason."""
+    left_out: list[str] = field(default_factory=list)
+    """sqla_ids' own tables, not analysed unless named in ``tables``: a key
+    migration's mapping tables (old key -> new key) and state table, merge
+    histories, SQLite's order-number counters. They hold copies of keys, not
+    relationships of the application."""
     interrupted: bool = False
     elapsed_seconds: float = 0.0
 
@@ -157,6 +163,7 @@ class RelationsReport:
             "primary_keys": [asdict(k) for k in self.primary_keys],
             "references": [asdict(r) for r in self.references],
             "skipped": list(self.skipped),
+            "left_out": list(self.left_out),
         }
 
     def to_json(self) -> str:
@@ -341,7 +348,9 @@ def infer_relations(
     it holds UUIDs. References below ``min_confidence`` are left out.
     ``timeout`` (seconds) bounds the whole analysis; checks that did not run
     are listed in ``report.skipped``. Ctrl-C returns the partial report with
-    ``interrupted=True``. Read-only.
+    ``interrupted=True``. sqla_ids' own tables (mapping tables, migration
+    state...) are left out, listed in ``report.left_out``, unless named in
+    ``tables``. Read-only.
     """
     if sample_rows < 1:
         raise ValueError(f"sample_rows must be at least 1, got {sample_rows}")
@@ -357,6 +366,10 @@ def infer_relations(
             )
             if c.kind in _COMPARABLE
         ]
+        if tables is None:
+            own = _sqla_ids_tables(connection, {c.table for c in candidates})
+            candidates = [c for c in candidates if c.table not in own]
+            report.left_out = sorted(own)
         scanner = _Scanner(connection, budget, report)
         try:
             _analyse(scanner, connection, schema, candidates, sample_rows, min_confidence)
@@ -366,6 +379,13 @@ def infer_relations(
             report.interrupted = True
     report.elapsed_seconds = budget.elapsed()
     return report
+
+
+def _sqla_ids_tables(connection: Connection, names: set[str]) -> set[str]:
+    """Which of ``names`` are sqla_ids' own tables: by name, or recorded as a
+    migration's mapping table (``mapping_table=`` may name it anything)."""
+    recorded, _ = recorded_objects(connection)
+    return {name for name in names if is_sqla_ids_table(name) or name in recorded}
 
 
 def _analyse(

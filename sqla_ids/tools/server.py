@@ -1,4 +1,4 @@
-"""A small HTTP API for batch generation (SPEC §5), on the standard library.
+"""A small HTTP API for batch generation (docs/tools.md), on the standard library.
 
 Endpoints (all ``GET``, all answering JSON):
 

@@ -35,6 +35,7 @@ from sqlalchemy.orm.attributes import instance_state
 from sqla_ids.dialects import for_dialect
 from sqla_ids.identifiers import UUIDv7Generator, parse_uuid, uuid7
 from sqla_ids.identifiers.server_layouts import uuid7s_from_serial, uuid7s_from_ticks
+from sqla_ids.types.per_row import refuse_insert_from_select
 from sqla_ids.types.server_functions import (
     UUID7_FUNCTION,
     UUID7_SERIAL_FUNCTION,
@@ -65,6 +66,12 @@ def uuid7_default(
     generate: Callable[[], uuid.UUID] = uuid7 if generator is None else generator
 
     def next_uuid7(context: DefaultExecutionContext) -> uuid.UUID:
+        refuse_insert_from_select(
+            context,
+            "UUIDv7",
+            "select a value per row for this column (the server function sqla_ids_uuid7(), "
+            "or the UUIDv7ServerDefault of a rebuilt table), or insert the rows with values",
+        )
         value = generate()
         column = context.current_column
         if column is not None and column.table is not None:

@@ -135,7 +135,8 @@ class FormattedOrderNumber(TypeDecorator[str]):
         """Take the next sequence value and return its order number.
 
         This is the column default; call it directly to show a number before
-        the row is inserted. Skipped values (SPEC §2 step 4) are passed over.
+        the row is inserted. Skipped values (step 4 of the algorithm,
+        docs/order_numbers.md) are passed over.
         """
         if self._sequence is None:
             raise ValueError("this FormattedOrderNumber has no sequence")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
-from sqlalchemy.engine.interfaces import ExecutionContext
+from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ColumnElement
@@ -35,14 +35,19 @@ from sqlalchemy.sql.visitors import InternalTraversal
 from sqla_ids.dialects import for_dialect
 from sqla_ids.dialects.order_number_owner import OrderNumberOwner
 from sqla_ids.order_numbers.format import OrderNumberFormat
+from sqla_ids.types.per_row import refuse_insert_from_select
 
 if TYPE_CHECKING:
     from sqla_ids.types.order_number import FormattedOrderNumber
+    from sqla_ids.types.order_number_sequence import OrderNumberSequence
 
 __all__ = ["OrderNumberFormatCheck", "attach_to_column", "order_number_check_name"]
 
 #: Longest constraint name kept (PostgreSQL's identifier limit).
 _MAX_NAME = 63
+
+#: Prefix of the table Alembic's batch mode copies a table into (``_calc_temp_name``).
+ALEMBIC_BATCH_PREFIX = "_alembic_tmp_"
 
 
 def order_number_check_name(table_name: str, column_name: str) -> str:
@@ -92,11 +97,25 @@ def attach_to_column(type_: FormattedOrderNumber, column: Any) -> None:
 
 
 def _attach(type_: FormattedOrderNumber, column: sa.Column[Any], table: sa.Table) -> None:
+    # Alembic's batch mode builds the new table as ``_alembic_tmp_<name>``, copies
+    # the rows with INSERT ... SELECT and renames it: the CHECK keeps the real
+    # table's name, and the copy gets no default (computed once per statement, it
+    # would give every copied row the same number) nor the sequence's listeners
+    # (``op.add_column`` creates the sequence, recording the real table).
+    batch_copy = table.name.startswith(ALEMBIC_BATCH_PREFIX)
+    table_name = table.name.removeprefix(ALEMBIC_BATCH_PREFIX)
     if type_.check_constraint:
         check = OrderNumberFormatCheck(column, type_.order_numbers.format)
-        name = order_number_check_name(table.name, column.name)
+        name = order_number_check_name(table_name, column.name)
         table.append_constraint(sa.CheckConstraint(check, name=name, _type_bound=True))
     sequence = type_.number_sequence
+    if batch_copy:
+        # The column is a copy of the one given to batch_op.add_column, default included.
+        if isinstance(column.default, sa.ColumnDefault) and isinstance(
+            column.default.arg, _NextOrderNumber
+        ):
+            column.default = None
+        return
     if sequence is None:
         return
     schema = table.schema
@@ -111,8 +130,23 @@ def _attach(type_: FormattedOrderNumber, column: sa.Column[Any], table: sa.Table
     event.listen(table, "before_create", create)
     event.listen(table, "after_drop", drop)
     if column.default is None and column.server_default is None:
+        default = _NextOrderNumber(sequence, schema)
+        sa.ColumnDefault(default)._set_parent_with_dispatch(column)
 
-        def next_order_number(context: ExecutionContext) -> str:
-            return sequence.next_number(context.connection, schema)
 
-        sa.ColumnDefault(next_order_number)._set_parent_with_dispatch(column)
+class _NextOrderNumber:
+    """The column default: the next number of the sequence (a class, so that a
+    batch copy of the column can recognise and drop it)."""
+
+    def __init__(self, sequence: OrderNumberSequence, schema: str | None) -> None:
+        self.sequence = sequence
+        self.schema = schema
+
+    def __call__(self, context: DefaultExecutionContext) -> str:
+        refuse_insert_from_select(
+            context,
+            "order number",
+            "to give a table with rows this column, use op.add_order_number_column(table, "
+            "column, type_), which numbers the existing rows in key order",
+        )
+        return self.sequence.next_number(context.connection, self.schema)

@@ -4,8 +4,9 @@
 ``SEQUENCE``, an atomically updated counter table on SQLite) and draws the
 next order number: the database gives the next value, the scheme maps it to
 the value it encodes (:meth:`~sqla_ids.order_numbers.SequenceScheme.value_for`)
-and encodes it. Values whose number is never issued (SPEC §2 step 4) are
-passed over. The SQL of each database lives in :mod:`sqla_ids.dialects`.
+and encodes it. Values whose number is never issued (step 4 of the
+algorithm, docs/order_numbers.md) are passed over. The SQL of each database
+lives in :mod:`sqla_ids.dialects`.
 """
 
 from __future__ import annotations

@@ -31,13 +31,18 @@ generator. The SQL of each database lives in its class under
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.ext.compiler import compiles
 
 from sqla_ids.dialects import UnsupportedDialectError, for_dialect
+
+if TYPE_CHECKING:
+    # Imported only to type: sqlalchemy.ext.asyncio needs greenlet, which a
+    # synchronous install (no `async` extra) does not have.
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 UUID7_FUNCTION = "sqla_ids_uuid7"
 """Name of the server-side UUIDv7 function on every database."""
@@ -143,12 +148,12 @@ def install_uuid7_function(
     ``DATABASE()``), where an unqualified ``DEFAULT`` or trigger finds them.
     """
     dialect = connection.dialect
+    database = for_dialect(dialect)
     if serial and not uuid7_serial_supported(dialect):
         raise UnsupportedDialectError(
-            f"{UUID7_SERIAL_FUNCTION}() needs database sequences: PostgreSQL or "
-            f"MariaDB 10.3+, not {dialect.name} {_version(dialect)}"
+            f"{UUID7_SERIAL_FUNCTION}() needs {database.uuid7_serial_requires}, "
+            f"not {dialect.name} {_version(dialect)}"
         )
-    database = for_dialect(dialect)
     if schema is None:
         schema = database.uuid7_function_schema(connection)
     for statement in uuid7_function_create_sql(dialect, schema=schema):
@@ -196,12 +201,17 @@ def remove_uuid7_function(connection: Connection, schema: str | None = None) -> 
     return kept
 
 
-def register_uuid7_function(engine: Engine) -> None:
+def register_uuid7_function(engine: Engine | AsyncEngine) -> None:
     """Make ``sqla_ids_uuid7()`` available on every connection of ``engine``.
 
     Needed on SQLite, whose functions live in the client; a no-op elsewhere
-    (install the function once with :func:`install_uuid7_function`).
+    (install the function once with :func:`install_uuid7_function`). An
+    ``AsyncEngine`` (``sqlite+aiosqlite``) is registered through its
+    ``sync_engine``, whose pool hands out the driver's connections.
     """
+    asynchronous = not isinstance(engine, Engine)
+    if not isinstance(engine, Engine):
+        engine = engine.sync_engine
     database = for_dialect(engine.dialect)
     if not database.client_functions:
         return
@@ -212,8 +222,10 @@ def register_uuid7_function(engine: Engine) -> None:
 
     if not sa.event.contains(engine, "connect", on_connect):
         sa.event.listen(engine, "connect", on_connect)
-    # Connections already in the pool were made before the listener.
-    engine.dispose()
+    # Connections already in the pool were made before the listener. An async
+    # driver's connections can only be closed inside the event loop: they are let
+    # go (closed when collected), the pool replaced all the same.
+    engine.dispose(close=not asynchronous)
 
 
 def uuid7_function_ddl(metadata: sa.MetaData) -> None:

@@ -154,7 +154,7 @@ class UUIDv7(sa.types.TypeDecorator[_UUIDValue]):
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         """Storage chosen by the database (:meth:`Database.uuid7_storage`).
 
-        A database sqla_ids does not know (Oracle, CockroachDB…) gets
+        A database sqla_ids does not know (Oracle, Snowflake…) gets
         SQLAlchemy's own ``Uuid`` storage: its native UUID type or ``CHAR(32)``.
         """
         try:

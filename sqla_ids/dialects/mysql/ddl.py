@@ -29,7 +29,6 @@ from sqla_ids.dialects.storage import Binary16
 if TYPE_CHECKING:
     from sqla_ids.dialects.bench import Bench
     from sqla_ids.dialects.scanning import Scanning
-    from sqla_ids.migration.dialect import MigrationDialect
     from sqla_ids.order_numbers.format import OrderNumberFormat
     from sqla_ids.types.uuid7 import UUIDv7
 
@@ -59,12 +58,6 @@ class MySQL(Database):
         from sqla_ids.dialects.mysql.bench import MySQLBench
 
         return MySQLBench()
-
-    def migration(self) -> MigrationDialect:
-        """Filled temporary columns swapped in, resumable step by step."""
-        from sqla_ids.dialects.mysql.migration import MySQLMigration
-
-        return MySQLMigration()
 
     # --- order numbers -----------------------------------------------------------
     # MySQL has no SEQUENCE: order-number defaults need MariaDB (below). The
@@ -243,15 +236,9 @@ class MariaDB(MySQL):
 
     def bench(self) -> Bench:
         """The insert benchmark in a throw-away database (native ``UUID`` keys on 10.7+)."""
-        from sqla_ids.dialects.mysql.bench import MariaDBBench
+        from sqla_ids.dialects.mysql.bench import MySQLBench
 
-        return MariaDBBench()
-
-    def migration(self) -> MigrationDialect:
-        """MySQL's migration plus the online mode (writers keep going)."""
-        from sqla_ids.dialects.mysql.migration import MariaDBMigration
-
-        return MariaDBMigration()
+        return MySQLBench(native_uuid=self.native_uuid)
 
     # --- order numbers -----------------------------------------------------------
     # MariaDB >= 10.3 has SEQUENCE objects. A sequence is a table, whose comment

@@ -3,7 +3,8 @@
 - ``ddl.py`` (DDL and column types)
 - ``scanning.py`` (UUID tools)
 - ``bench.py`` (insert benchmark)
-- ``migration.py`` (key migration)
+
+The key migration: :mod:`sqla_ids.migration.backends`.
 """
 
 from sqla_ids.dialects.postgresql.ddl import PostgreSQL

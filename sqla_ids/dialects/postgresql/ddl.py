@@ -27,7 +27,6 @@ from sqla_ids.dialects.order_number_owner import (
 if TYPE_CHECKING:
     from sqla_ids.dialects.bench import Bench
     from sqla_ids.dialects.scanning import Scanning
-    from sqla_ids.migration.dialect import MigrationDialect
     from sqla_ids.order_numbers.format import OrderNumberFormat
 
 
@@ -36,7 +35,12 @@ def _quote(name: str) -> str:
 
 
 def _literal(text: str) -> str:
-    """``text`` as a SQL string literal."""
+    """``text`` as a SQL string literal, whatever ``standard_conforming_strings``
+    says: with a backslash in it, an escape string (``E'...'``), in which a
+    backslash is always an escape (in a plain literal it is one only when that
+    setting is off -- and then ``\'`` would end the string early)."""
+    if "\\" in text:
+        return "E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
     return "'" + text.replace("'", "''") + "'"
 
 
@@ -87,12 +91,6 @@ class PostgreSQL(Database):
         from sqla_ids.dialects.postgresql.bench import PostgreSQLBench
 
         return PostgreSQLBench()
-
-    def migration(self) -> MigrationDialect:
-        """In-place ``ALTER COLUMN … TYPE uuid`` in one transaction."""
-        from sqla_ids.dialects.postgresql.migration import PostgreSQLMigration
-
-        return PostgreSQLMigration()
 
     # --- order numbers -----------------------------------------------------------
     # A real SEQUENCE feeds FormattedOrderNumber's default; the CHECK constraint

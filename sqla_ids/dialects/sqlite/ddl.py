@@ -25,7 +25,6 @@ from sqla_ids.dialects.storage import Blob16
 if TYPE_CHECKING:
     from sqla_ids.dialects.bench import Bench
     from sqla_ids.dialects.scanning import Scanning
-    from sqla_ids.migration.dialect import MigrationDialect
     from sqla_ids.order_numbers.format import OrderNumberFormat
     from sqla_ids.types.uuid7 import UUIDv7
 
@@ -57,12 +56,6 @@ class SQLite(Database):
         from sqla_ids.dialects.sqlite.bench import SQLiteBench
 
         return SQLiteBench()
-
-    def migration(self) -> MigrationDialect:
-        """Tables rebuilt with their new key, in one transaction."""
-        from sqla_ids.dialects.sqlite.migration import SQLiteMigration
-
-        return SQLiteMigration()
 
     # --- order numbers -----------------------------------------------------------
     # SQLite has no sequences: a counter table, one row per sequence name. The

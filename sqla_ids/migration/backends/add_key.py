@@ -1,0 +1,88 @@
+"""What adding a UUIDv7 key needs from a database: :class:`KeyAdder`.
+
+Each backend package has its own (``backends/<database>/add_key.py``); the
+runner (:mod:`sqla_ids.migration.add_key`) finds it with :func:`key_adder_for`.
+The runner plans and checks, then calls, in order: :meth:`KeyAdder.start`
+(the nullable column, and whatever finds a row), the shared batched fill
+(:func:`~sqla_ids.migration.core.added_key.fill_keys`), :meth:`KeyAdder.finish`
+(``NOT NULL``, the primary key, the default); the downgrade calls
+:meth:`KeyAdder.undo`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey
+from sqla_ids.migration.core.reflected import Inspector
+
+
+class KeyAdder(ABC):
+    """One database's DDL for adding (and dropping) a UUIDv7 primary key.
+
+    ``transactional``: the whole run happens in one transaction (a failure
+    rolls everything back); otherwise each DDL statement commits on its own
+    and :meth:`abandon` removes what a failed run added.
+    """
+
+    transactional: bool = True
+
+    def prepare(self, connection: Connection) -> None:  # noqa: B027 - optional hook
+        """Connection settings to change before the transaction begins (none by default)."""
+
+    @abstractmethod
+    def unique_key(self, connection: Connection, table: str, name: str) -> UniqueKey | str | None:
+        """The unique constraint or index ``name`` of ``table``; ``None`` when there
+        is none, or a string saying why it cannot order the keys (partial,
+        expression)."""
+
+    def problems(self, connection: Connection, inspector: Inspector, plan: AddKeyPlan) -> list[str]:
+        """What this database cannot do for ``plan`` (none by default); fills
+        the plan's database-specific fields."""
+        return []
+
+    @abstractmethod
+    def start(self, connection: Connection, plan: AddKeyPlan) -> list[sa.ColumnElement[Any]]:
+        """Add the nullable key column; return the expressions that find one row."""
+
+    @abstractmethod
+    def finish(self, connection: Connection, plan: AddKeyPlan) -> None:
+        """Make the filled column the primary key (``NOT NULL``, default, and the
+        unique key dropped when asked)."""
+
+    @abstractmethod
+    def undo(self, connection: Connection, plan: AddKeyPlan) -> None:
+        """Drop the key column and put back what :meth:`finish` removed."""
+
+    @contextmanager
+    def batch(self, connection: Connection) -> Iterator[None]:
+        """Run one fill batch's statements (as they come: inside the run's
+        transaction by default)."""
+        yield
+
+    def write_batch(
+        self,
+        connection: Connection,
+        plan: AddKeyPlan,
+        update: sa.Update,
+        params: list[dict[str, Any]],
+    ) -> None:
+        """Write one batch's keys: ``update`` (by the rows' handle) for each of
+        ``params`` (``sqla_ids_h<i>``: the handle, ``sqla_ids_key``: the key)."""
+        connection.execute(update, params)
+
+    def reached(self, connection: Connection, plan: AddKeyPlan) -> str:
+        """How far a killed run of ``plan`` got (non-transactional databases):
+        ``"nothing"``, ``"added"`` (the columns :meth:`start` adds are there) or
+        ``"keyed"`` (:meth:`finish`'s rebuild is done). Transactional databases
+        roll a killed run back: ``"nothing"``."""
+        return "nothing"
+
+    def abandon(self, connection: Connection, plan: AddKeyPlan) -> None:  # noqa: B027
+        """After a failed non-transactional run: remove what it added (nothing by default)."""

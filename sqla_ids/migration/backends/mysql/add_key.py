@@ -1,0 +1,255 @@
+"""MariaDB: adding a UUIDv7 primary key; each DDL statement commits on its own.
+
+InnoDB gives a table without a primary key a hidden row id no statement can
+read, so the first ``ALTER TABLE`` adds, next to the nullable key column, a
+temporary ``AUTO_INCREMENT`` column with a unique index: the rebuild numbers
+the rows in the order it copies them, the clustered index's (the hidden row
+id's insertion order, or the first unique ``NOT NULL`` index's) -- the order
+``SELECT *`` returns, the table's physical order. The fill finds each row by
+that number. The last ``ALTER TABLE`` drops it, makes the key ``NOT NULL`` and
+the primary key in one rebuild. A run that fails in between drops both columns
+again (:meth:`MariaDBKeyAdder.abandon`). A run killed in between (no handler
+runs) left its ``STARTED`` record: the next run asks :meth:`MariaDBKeyAdder.reached`
+how far it got and continues -- each step below skips what is already there --
+and the drop removes whichever of the columns, index and triggers are there.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from sqla_ids.migration.backends.add_key import KeyAdder
+from sqla_ids.migration.backends.mysql.reflect import _TRIGGER_NAME, MAX_IDENTIFIER_CHARS
+from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
+from sqla_ids.migration.core.mapping import uuid_type
+from sqla_ids.migration.core.model import name_suffix
+from sqla_ids.migration.core.reflected import Inspector
+from sqla_ids.migration.core.sql import execute_sql
+from sqla_ids.types.server_functions import (
+    install_uuid7_function,
+    uuid7_column_default_sql,
+    uuid7_column_trigger_sql,
+)
+
+#: Prefix of the temporary numbering column (``sqla_ids_row_<hash of the table>``).
+HANDLE_PREFIX = "sqla_ids_row_"
+
+
+def _scratch_table(plan: AddKeyPlan) -> sa.TableClause:
+    """The connection's temporary table of one batch's (handle, key) pairs."""
+    return sa.table(
+        f"sqla_ids_keys_{name_suffix(plan.table)}",
+        sa.column("h", sa.BigInteger()),
+        sa.column("k", uuid_type()),
+    )
+
+
+def _columns(connection: Connection, table: str) -> set[str]:
+    """``table``'s column names, as the server has them."""
+    return set(
+        connection.execute(
+            sa.text(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS"
+                " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = :t"
+            ),
+            {"t": table},
+        ).scalars()
+    )
+
+
+class MariaDBKeyAdder(KeyAdder):
+    """See the module docstring."""
+
+    transactional = False
+
+    def unique_key(self, connection: Connection, table: str, name: str) -> UniqueKey | str | None:
+        """From ``information_schema.STATISTICS``; the definition keeps prefix lengths."""
+        rows = connection.execute(
+            sa.text(
+                "SELECT COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS"
+                " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = :t AND INDEX_NAME = :n"
+                " AND NON_UNIQUE = 0 ORDER BY SEQ_IN_INDEX"
+            ),
+            {"t": table, "n": name},
+        ).all()
+        if not rows:
+            return None
+        if any(column is None for column, _ in rows):
+            return f"unique index {name} is on an expression"
+        parts = [
+            quoted(connection, column) + ("" if length is None else f"({int(length)})")
+            for column, length in rows
+        ]
+        definition = f"UNIQUE KEY {quoted(connection, name)} ({', '.join(parts)})"
+        return UniqueKey(name, [column for column, _ in rows], "index", definition)
+
+    def problems(self, connection: Connection, inspector: Inspector, plan: AddKeyPlan) -> list[str]:
+        """An ``AUTO_INCREMENT`` column (InnoDB allows one per table, and the
+        numbering needs it); the numbering column's and the triggers' names."""
+        found = []
+        auto = connection.execute(
+            sa.text(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA ="
+                " DATABASE() AND TABLE_NAME = :t AND EXTRA LIKE :auto"
+            ),
+            {"t": plan.table, "auto": "%auto_increment%"},
+        ).scalar()
+        if auto is not None:
+            found.append(
+                f"column {auto} is AUTO_INCREMENT (a key in all but name): make it the"
+                " primary key and use migrate_pk_to_uuid7"
+            )
+        plan.handle_column = HANDLE_PREFIX + name_suffix(plan.table)
+        if plan.handle_column in {c["name"] for c in inspector.get_columns(plan.table)}:
+            found.append(f"column {plan.handle_column} has a name sqla_ids reserves")
+        if plan.options.server_default:
+            for sql in uuid7_column_trigger_sql(
+                connection.dialect, quoted(connection, plan.table), quoted(connection, plan.column)
+            ):
+                match = _TRIGGER_NAME.match(sql)
+                if match is None:  # pragma: no cover - the types layer's DDL changed shape
+                    found.append(f"cannot read the trigger name from {sql!r}")
+                    continue
+                if len(match.group(1).strip("`").replace("``", "`")) > MAX_IDENTIFIER_CHARS:
+                    found.append(
+                        f"the trigger filling new rows' keys would be named {match.group(1)},"
+                        f" longer than {MAX_IDENTIFIER_CHARS} characters; pass"
+                        " server_default=False (keys from the application)"
+                    )
+                plan.triggers.append(match.group(1))
+        return found
+
+    def reached(self, connection: Connection, plan: AddKeyPlan) -> str:
+        """From the columns: both there, ``"added"``; the key without the numbering
+        column, ``"keyed"`` (one ``ALTER TABLE`` adds both, another drops the
+        numbering column and makes the key primary: each is atomic)."""
+        there = _columns(connection, plan.table)
+        if plan.column not in there:
+            return "nothing"
+        return "added" if plan.handle_column in there else "keyed"
+
+    def start(self, connection: Connection, plan: AddKeyPlan) -> list[sa.ColumnElement[Any]]:
+        """The key column and the numbering column, in one rebuild (unless a
+        killed run added them)."""
+        assert plan.handle_column is not None
+        q = functools.partial(quoted, connection)
+        handle = q(plan.handle_column)
+        if {plan.column, plan.handle_column} <= _columns(connection, plan.table):
+            return [sa.column(plan.handle_column, sa.BigInteger())]
+        execute_sql(
+            connection,
+            f"ALTER TABLE {q(plan.table)} ADD COLUMN {q(plan.column)} {plan.key_type_sql} NULL,"
+            f" ADD COLUMN {handle} BIGINT NOT NULL AUTO_INCREMENT, ADD UNIQUE KEY {handle}"
+            f" ({handle})",
+        )
+        return [sa.column(plan.handle_column, sa.BigInteger())]
+
+    def finish(self, connection: Connection, plan: AddKeyPlan) -> None:
+        """One rebuild: numbering column dropped, key ``NOT NULL`` and primary,
+        the unique key dropped when asked; then the default's trigger."""
+        assert plan.handle_column is not None
+        q = functools.partial(quoted, connection)
+        column = q(plan.column)
+        default = ""
+        if plan.options.server_default:
+            install_uuid7_function(connection)
+            # MariaDB allows no stored function in DEFAULT: a placeholder the
+            # BEFORE INSERT trigger replaces (as the key migration does).
+            plan.default_sql = uuid7_column_default_sql(connection.dialect)
+            default = f" DEFAULT {plan.default_sql}"
+        execute_sql(connection, f"DROP TEMPORARY TABLE IF EXISTS {q(_scratch_table(plan).name)}")
+        clauses = [
+            f"DROP COLUMN {q(plan.handle_column)}",
+            f"MODIFY COLUMN {column} {plan.key_type_sql} NOT NULL{default}",
+            f"ADD PRIMARY KEY ({column})",
+        ]
+        unique = plan.unique_key
+        if unique is not None and not plan.options.keep_unique_key:
+            clauses.append(f"DROP INDEX {q(unique.name)}")
+        if plan.handle_column in _columns(connection, plan.table):  # else a killed run did it
+            execute_sql(connection, f"ALTER TABLE {q(plan.table)} {', '.join(clauses)}")
+        for trigger in plan.triggers:  # a killed run may have created some
+            execute_sql(connection, f"DROP TRIGGER IF EXISTS {trigger}")
+        if plan.options.server_default:
+            for sql in uuid7_column_trigger_sql(connection.dialect, q(plan.table), column):
+                execute_sql(connection, sql)
+
+    def undo(self, connection: Connection, plan: AddKeyPlan) -> None:
+        """Triggers dropped, then the column (its primary key goes with it) and the
+        unique key back, in one rebuild. After a killed run: whichever of them
+        are there (the numbering column too; the unique key only if it went)."""
+        q = functools.partial(quoted, connection)
+        execute_sql(connection, f"DROP TEMPORARY TABLE IF EXISTS {q(_scratch_table(plan).name)}")
+        for trigger in plan.triggers:
+            execute_sql(connection, f"DROP TRIGGER IF EXISTS {trigger}")
+        there = _columns(connection, plan.table)
+        clauses = [f"DROP COLUMN {q(c)}" for c in (plan.column, plan.handle_column) if c in there]
+        unique = plan.unique_key
+        if (
+            unique is not None
+            and not plan.options.keep_unique_key
+            and self.unique_key(connection, plan.table, unique.name) is None
+        ):
+            clauses.append(f"ADD {unique.definition}")
+        if clauses:
+            execute_sql(connection, f"ALTER TABLE {q(plan.table)} {', '.join(clauses)}")
+
+    @contextmanager
+    def batch(self, connection: Connection) -> Iterator[None]:
+        """One transaction per batch: the run is in autocommit mode (its DDL commits
+        anyway), where each row's ``UPDATE`` would otherwise be a commit of its own
+        -- a log flush per row."""
+        connection.exec_driver_sql("START TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            connection.exec_driver_sql("ROLLBACK")
+            raise
+        connection.exec_driver_sql("COMMIT")
+
+    def write_batch(
+        self,
+        connection: Connection,
+        plan: AddKeyPlan,
+        update: sa.Update,
+        params: list[dict[str, Any]],
+    ) -> None:
+        """The batch's keys into a temporary table (PyMySQL sends an ``executemany``
+        of ``INSERT`` as multi-row statements), then one ``UPDATE ... JOIN``: two
+        round trips a batch instead of one a row."""
+        assert plan.handle_column is not None
+        q = functools.partial(quoted, connection)
+        scratch = _scratch_table(plan)
+        execute_sql(
+            connection,
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS {q(scratch.name)} (h BIGINT NOT NULL"
+            f" PRIMARY KEY, k {plan.key_type_sql} NOT NULL)",
+        )
+        execute_sql(connection, f"DELETE FROM {q(scratch.name)}")
+        connection.execute(
+            sa.insert(scratch), [{"h": p["sqla_ids_h0"], "k": p["sqla_ids_key"]} for p in params]
+        )
+        execute_sql(
+            connection,
+            f"UPDATE {q(plan.table)} t JOIN {q(scratch.name)} n ON t.{q(plan.handle_column)}"
+            f" = n.h SET t.{q(plan.column)} = n.k",
+        )
+
+    def abandon(self, connection: Connection, plan: AddKeyPlan) -> None:
+        """Drop the columns a failed run added (those still there)."""
+        q = functools.partial(quoted, connection)
+        execute_sql(connection, f"DROP TEMPORARY TABLE IF EXISTS {q(_scratch_table(plan).name)}")
+        for trigger in plan.triggers:
+            execute_sql(connection, f"DROP TRIGGER IF EXISTS {trigger}")
+        there = _columns(connection, plan.table)
+        drops = [
+            f"DROP COLUMN {q(c)}" for c in (plan.column, plan.handle_column or "") if c in there
+        ]
+        if drops:
+            execute_sql(connection, f"ALTER TABLE {q(plan.table)} {', '.join(drops)}")

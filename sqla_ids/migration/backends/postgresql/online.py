@@ -1,0 +1,1400 @@
+"""PostgreSQL: the key migration while the application keeps writing.
+
+Expand -> backfill -> prepare -> swap -> contract. Each phase is a list of
+tasks (:mod:`sqla_ids.migration.backends.base`) that the online runner
+carries out: statements built from the catalog just before they run, each
+group in a short transaction under ``lock_timeout`` (retried with backoff),
+or a statement that takes no blocking lock at all:
+
+* **expand**: the mapping table, one ``uuid`` column per affected column
+  (``ADD COLUMN`` without a default is instant), a ``DEFAULT
+  sqla_ids_uuid7()`` on the new key so that every row inserted from now on
+  has its UUID, and triggers keeping the new columns and the mapping in step
+  with every ``INSERT``, ``UPDATE`` (of the key itself, or a child moved to
+  another parent) and ``DELETE``.
+* **backfill**: existing rows in keyset batches (:class:`ParentKeys`, then a
+  :class:`ChildReferences` per reference). The parent's new keys are
+  computed in SQL, ordered like the old keys: ``row_number()`` over the old
+  key gives a 12-bit sub-millisecond counter after a timestamp that lies
+  before the migration started, so the backfilled keys sort below every key
+  made since -- or, with a ``timestamp_column``, each row's own time, by the
+  offline rule (:mod:`sqla_ids.migration.core.backfill`). Children are then set
+  through the mapping.
+* **prepare**: ``CREATE UNIQUE INDEX CONCURRENTLY`` on the new key, the
+  children's indexes rebuilt ``CONCURRENTLY`` on the new columns, ``NOT
+  NULL`` proven by ``CHECK … NOT VALID`` + ``VALIDATE`` (which only takes a
+  ``SHARE UPDATE EXCLUSIVE`` lock), foreign keys added ``NOT VALID`` and
+  ``VALIDATE``d.
+* **swap**: one transaction with the tables locked: drop the old key and its
+  foreign keys, rename, ``PRIMARY KEY USING INDEX``, ``SET NOT NULL`` (no
+  scan: the validated CHECK proves it), and triggers that now keep the *old*
+  columns in step, so the migration can still be undone online until the
+  contract. The views over the columns are dropped first and created again
+  last, over the columns that now have the names (:func:`create_view_statements`).
+* **contract**: drop those triggers and the children's old columns. The
+  parent keeps ``<key>_old`` and the mapping table, as the offline migration
+  does.
+
+The swap, the contract and the undos are built by pure functions from the
+plan, a :class:`Catalog` read under the lock and the dialect
+(:func:`swap_statements`...): a dry run prints them, and tests check them
+without a server.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Dialect
+
+from sqla_ids.dialects import for_dialect
+from sqla_ids.errors import MigrationRefusedError
+from sqla_ids.migration.backends.base import (
+    Backfill,
+    Ddl,
+    Mode,
+    OnlineStrategy,
+    Probe,
+    Task,
+)
+from sqla_ids.migration.backends.postgresql import keys, versions
+from sqla_ids.migration.backends.postgresql.reflect import GENERATED_READERS, find_views
+from sqla_ids.migration.core import mapping
+from sqla_ids.migration.core.backfill import (
+    ParentKeysWalk,
+    Walk,
+    backfilled_below,
+    first_ms,
+    timestamp_refusals,
+)
+from sqla_ids.migration.core.model import OLD_COLUMN_COMMENT, PkMigrationPlan, Reference, View
+from sqla_ids.migration.core.names import (
+    Sides,
+    child_old,
+    is_object_name,
+    mentions_object_name,
+    object_name,
+    rebuilt,
+    references,
+)
+from sqla_ids.migration.core.reflected import inspect
+from sqla_ids.migration.core.sql import Statement, literal_for
+from sqla_ids.types.server_functions import uuid7_function_create_sql
+
+# The trigger functions' bodies are dollar-quoted with this tag; names inside
+# are quoted identifiers, so a name containing "$" cannot end the body early
+# unless it contains the whole tag, which _tag() avoids.
+_TAG = "sqla_ids_fn"
+
+# Where a connection's own search_path is kept while it works in the caller's.
+_SEARCH_PATH = "sqla_ids_online_search_path"
+
+# The backfill's own UPDATEs do not fire the BEFORE sync triggers: its batch
+# transactions set this (SET LOCAL) and write the mapping rows themselves, set-wise
+# (ParentKeys.batch). The trigger function per row (a DELETE and an INSERT into the
+# mapping, in PL/pgSQL) cost more than the UPDATE itself. The WHEN condition is
+# evaluated by the executor before any PL/pgSQL call; every other session (the
+# application's, replicas') leaves the setting unset (NULL) or empty.
+BACKFILL_SETTING = "sqla_ids.backfill"
+_NOT_BACKFILL = f"current_setting('{BACKFILL_SETTING}', true) IS DISTINCT FROM 'on'"
+
+# pg_constraint's action codes -> SQL.
+_ACTIONS = {"a": "NO ACTION", "r": "RESTRICT", "c": "CASCADE", "n": "SET NULL", "d": "SET DEFAULT"}
+
+
+def _q(bind: Connection | Dialect, name: str) -> str:
+    dialect = bind if isinstance(bind, Dialect) else bind.dialect
+    return str(dialect.identifier_preparer.quote(name))
+
+
+def _tag(*texts: str) -> str:
+    tag = _TAG
+    while any(tag in text for text in texts):
+        tag += "_"
+    return f"${tag}$"
+
+
+def _pk_columns(connection: Connection, table: str) -> list[str]:
+    pk = inspect(connection).get_pk_constraint(table)
+    return list(pk.get("constrained_columns") or [])
+
+
+def _fk_actions(connection: Connection, table: str, name: str) -> str:
+    row = connection.execute(
+        sa.text(
+            "SELECT confupdtype, confdeltype, condeferrable, condeferred FROM pg_constraint"
+            " WHERE conrelid = to_regclass(:t) AND conname = :n"
+        ),
+        {"t": _q(connection, table), "n": name},
+    ).one()
+    sql = f" ON UPDATE {_ACTIONS[row[0]]} ON DELETE {_ACTIONS[row[1]]}"
+    if row[2]:
+        sql += " DEFERRABLE INITIALLY " + ("DEFERRED" if row[3] else "IMMEDIATE")
+    return sql
+
+
+def _constraint_exists(connection: Connection, table: str, name: str) -> bool:
+    return bool(
+        connection.execute(
+            sa.text(
+                "SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass(:t) AND conname = :n"
+            ),
+            {"t": _q(connection, table), "n": name},
+        ).scalar()
+    )
+
+
+# --- what the swap and its undo read: the catalog -----------------------------------
+
+
+@dataclass
+class Catalog:
+    """What the swap carries over from the columns leaving to those arriving,
+    read with the tables locked (:func:`read_catalog`)."""
+
+    tables: set[str] = field(default_factory=set)
+    """The affected tables that exist (their triggers are dropped)."""
+    comments: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    """``(table, column)`` -> its comment."""
+    grants: dict[tuple[str, str], list[tuple[str, str, bool]]] = field(default_factory=dict)
+    """``(table, column)`` -> its column privileges ``(grantee, privilege, grantable)``."""
+    owners: dict[tuple[str, str], str] = field(default_factory=dict)
+    """``(table, index)`` -> the ``UNIQUE`` constraint owning the index."""
+    views: list[View] = field(default_factory=list)
+    """The views over the converted columns under their own names (and views over
+    those), in the order to create them: the swap and its undo drop them first
+    and create them again last, in their transaction (read for those only)."""
+
+
+def _tables(plan: PkMigrationPlan) -> list[str]:
+    """The migrated table and the children, sorted (numbering the triggers)."""
+    return sorted({plan.table, *(r.table for _, r in references(plan))})
+
+
+def read_views(connection: Connection, plan: PkMigrationPlan) -> list[View]:
+    """The views over the converted columns under their own names (the old ones
+    before the swap, the UUID ones after it), views over those included.
+
+    Read under the swap's lock, not taken from the plan: a view created since
+    over one of these views is found too (a ``DROP VIEW`` without ``CASCADE``
+    would refuse to go under it), and each definition is the one in force. A
+    view is bound to its columns by number, not by name: one left in place
+    would follow the old column to its parked name (and keep the old key
+    alive); created again from its text, it reads the column that takes the
+    name."""
+    inspector = inspect(connection)
+    named: dict[str, set[str]] = {}
+    for table, column in plan.targets():
+        if inspector.has_table(table):
+            named.setdefault(table, set()).add(column)
+    return find_views(connection, inspector, named, refresh_populated=True)
+
+
+def read_catalog(connection: Connection, plan: PkMigrationPlan, views: bool = False) -> Catalog:
+    """The :class:`Catalog` of the affected tables as they are now (``views``: with
+    the views over the converted columns, for the swap and its undo)."""
+    catalog = Catalog()
+    inspector = inspect(connection)
+    catalog.tables = {t for t in _tables(plan) if inspector.has_table(t)}
+    if views:
+        catalog.views = read_views(connection, plan)
+    columns = [(plan.table, plan.column), *((r.table, r.column) for _, r in references(plan))]
+    for table, column in columns:
+        if table not in catalog.tables:
+            continue
+        params = {"t": _q(connection, table), "c": column}
+        catalog.comments[(table, column)] = connection.execute(
+            sa.text(
+                "SELECT col_description(to_regclass(:t), attnum) FROM pg_attribute"
+                " WHERE attrelid = to_regclass(:t) AND attname = :c"
+            ),
+            params,
+        ).scalar()
+        catalog.grants[(table, column)] = [
+            (str(grantee), str(privilege), bool(grantable))
+            for grantee, privilege, grantable in connection.execute(
+                sa.text(
+                    "SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+                    " ELSE pg_get_userbyid(a.grantee) END, a.privilege_type, a.is_grantable"
+                    " FROM pg_attribute att, aclexplode(att.attacl) a"
+                    " WHERE att.attrelid = to_regclass(:t) AND att.attname = :c"
+                ),
+                params,
+            ).all()
+        ]
+    for _, dep in rebuilt(plan):
+        owner = connection.execute(
+            sa.text(
+                "SELECT conname FROM pg_constraint WHERE conindid = to_regclass(:i)"
+                " AND conrelid = to_regclass(:t)"
+            ),
+            {"i": _q(connection, dep.name), "t": _q(connection, dep.table)},
+        ).scalar()
+        if owner:
+            catalog.owners[(dep.table, dep.name)] = str(owner)
+    return catalog
+
+
+# --- statements ------------------------------------------------------------------------
+
+
+def _comment(dialect: Dialect, table: str, column: str, comment: str | None) -> Statement:
+    value = "NULL" if comment is None else literal_for(dialect, comment)
+    return Statement(f"COMMENT ON COLUMN {_q(dialect, table)}.{_q(dialect, column)} IS {value}")
+
+
+def _grants(
+    dialect: Dialect, catalog: Catalog, table: str, source: str, target: str
+) -> list[Statement]:
+    """Column-level privileges of ``source`` granted on ``target`` too (a new column
+    has none, and ``GRANT … (column)`` is how applications restrict key access)."""
+    statements = []
+    for grantee, privilege, grantable in catalog.grants.get((table, source), []):
+        role = "PUBLIC" if grantee == "PUBLIC" else _q(dialect, grantee)
+        statements.append(
+            Statement(
+                f"GRANT {privilege} ({_q(dialect, target)}) ON {_q(dialect, table)} TO {role}"
+                + (" WITH GRANT OPTION" if grantable else "")
+            )
+        )
+    return statements
+
+
+def _not_null_follows(
+    dialect: Dialect, table: str, leaving: str, taking: str, between: str
+) -> list[Statement]:
+    """The ``NOT NULL`` constraint's name goes with the role, as the column's name does.
+
+    PostgreSQL 18 names ``NOT NULL`` constraints (``<table>_<column>_not_null``)
+    and a renamed column keeps its constraint's name: the column taking the
+    role would get ``..._not_null1`` (the name still being the leaving
+    column's), and keep it through a later restore. The taking column's
+    constraint gets the name; the leaving column's gets the one PostgreSQL
+    would give it under its new name (through ``between``: undoing the swap,
+    that is the name the taking column's constraint has). The names are
+    PostgreSQL's own choice at ``SET NOT NULL``, so the server looks them up
+    (one ``DO`` block, names passed as literals, each used through ``%I``).
+    """
+    if (dialect.server_version_info or (0,)) < (18,):
+        return []
+    # PostgreSQL's own choice, cut at 63 bytes as it cuts identifiers.
+    spare = f"{table}_{leaving}_not_null".encode()[:63].decode(errors="ignore")
+
+    def lit(value: str) -> str:
+        return literal_for(dialect, value)
+
+    def name_of(column: str, into: str) -> str:
+        return (
+            f"SELECT c.conname INTO {into} FROM pg_constraint c JOIN pg_attribute a"
+            " ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]"
+            f" WHERE c.conrelid = t AND c.contype = 'n' AND a.attname = {lit(column)};"
+        )
+
+    rename = "EXECUTE format('ALTER TABLE %s RENAME CONSTRAINT %I TO %I', t, {}, {});"
+    body = "\n".join(
+        [
+            f"DECLARE t regclass := to_regclass({lit(_q(dialect, table))}); name text; given text;",
+            "BEGIN",
+            name_of(leaving, "name"),
+            name_of(taking, "given"),
+            "IF name IS NOT NULL AND given IS NOT NULL THEN",
+            rename.format("name", lit(between)),
+            rename.format("given", "name"),
+            rename.format(lit(between), lit(spare)),
+            "END IF;",
+            "END",
+        ]
+    )
+    tag = _tag(body)
+    return [Statement(f"DO {tag}\n{body}\n{tag}")]
+
+
+def drop_trigger_statements(
+    dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog
+) -> list[Statement]:
+    """Drop the sync triggers and their functions (those of existing tables)."""
+    statements = []
+    for n, table in enumerate(_tables(plan)):
+        if table not in catalog.tables:
+            continue
+        for kind in ("before", "after"):
+            statements.append(
+                Statement(
+                    f"DROP TRIGGER IF EXISTS {_q(dialect, object_name(plan, kind, n))}"
+                    f" ON {_q(dialect, table)}"
+                )
+            )
+        statements.append(
+            Statement(f"DROP FUNCTION IF EXISTS {_q(dialect, object_name(plan, 'sync', n))}()")
+        )
+    return statements
+
+
+def sync_trigger_statements(
+    dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog, forward: bool
+) -> list[Statement]:
+    """One trigger function per affected table keeping the other side in step.
+
+    ``forward`` (before the swap): the new columns follow the old ones.
+    Otherwise (between swap and contract): the old columns follow the new.
+    """
+
+    def q(name: str) -> str:
+        return _q(dialect, name)
+
+    by_table: dict[str, list[str]] = {}
+    m = q(plan.mapping_table)
+    key_tmp = plan.temp_column(plan.table, plan.column)
+    if forward:
+        old_key, new_key = plan.column, key_tmp
+    else:
+        old_key, new_key = plan.old_column, plan.column
+    ok, nk = q(old_key), q(new_key)
+    # The parent: the mapping follows inserts, key changes and deletes. Key
+    # changes are mapped BEFORE the row changes, so that an ON UPDATE
+    # CASCADE (an AFTER trigger) finds the new old key in the mapping when
+    # it rewrites the children.
+    if forward:
+        # The mapping is where a key's new value is chosen, first come first
+        # served: a child written before its parent -- in the same statement
+        # (a data-modifying CTE, a row referencing itself), under a deferred
+        # foreign key, by a replica session -- has chosen it already, and the
+        # parent takes it (INSERT ... ON CONFLICT ... RETURNING, one atomic step).
+        inserted = [
+            f"  IF NEW.{ok} IS NOT NULL THEN",
+            f"    INSERT INTO {m} AS x (old_key, new_key)"
+            f" VALUES (NEW.{ok}, COALESCE(NEW.{nk}, sqla_ids_uuid7()))",
+            "      ON CONFLICT (old_key) DO UPDATE SET new_key = x.new_key",
+            f"      RETURNING x.new_key INTO NEW.{nk};",
+            f"  ELSIF NEW.{nk} IS NULL THEN",
+            f"    NEW.{nk} := sqla_ids_uuid7();",
+            "  END IF;",
+        ]
+        mapped_after: list[str] = []
+    else:
+        inserted = ["  NULL;"]
+        mapped_after = [
+            "ELSIF TG_WHEN = 'AFTER' AND TG_OP = 'INSERT' THEN",
+            f"  IF NEW.{ok} IS NOT NULL AND NEW.{nk} IS NOT NULL THEN",
+            f"    INSERT INTO {m} (old_key, new_key) VALUES (NEW.{ok}, NEW.{nk})",
+            "      ON CONFLICT (old_key) DO UPDATE SET new_key = EXCLUDED.new_key;",
+            "  END IF;",
+        ]
+    parent = [
+        "IF TG_WHEN = 'BEFORE' AND TG_OP = 'INSERT' THEN",
+        *inserted,
+        "ELSIF TG_WHEN = 'BEFORE' AND TG_OP = 'UPDATE' THEN",
+        f"  IF NEW.{ok} IS DISTINCT FROM OLD.{ok} AND OLD.{nk} IS NOT NULL THEN",
+        f"    UPDATE {m} SET old_key = NEW.{ok} WHERE new_key = OLD.{nk};",
+        "  END IF;",
+        f"  IF NEW.{nk} IS DISTINCT FROM OLD.{nk} AND NEW.{nk} IS NOT NULL"
+        f" AND NEW.{ok} IS NOT NULL THEN",
+        f"    DELETE FROM {m} WHERE new_key = OLD.{nk};",
+        f"    INSERT INTO {m} (old_key, new_key) VALUES (NEW.{ok}, NEW.{nk})",
+        "      ON CONFLICT (old_key) DO UPDATE SET new_key = EXCLUDED.new_key;",
+        "  END IF;",
+        *mapped_after,
+        "ELSIF TG_WHEN = 'AFTER' AND TG_OP = 'DELETE' THEN",
+        f"  DELETE FROM {m} WHERE old_key = OLD.{ok};",
+        "END IF;",
+    ]
+    by_table.setdefault(plan.table, []).extend(parent)
+    p = q(plan.table)
+    for n, ref in references(plan):
+        if forward:
+            target, look, give = plan.temp_column(ref.table, ref.column), "old_key", "new_key"
+        else:
+            target, look, give = child_old(plan, n, ref), "new_key", "old_key"
+        s, t = q(ref.column), q(target)
+        # A child row pointing at another parent (or a new child) takes that
+        # parent's value from the mapping. A parent that exists without one is
+        # not backfilled yet: left NULL here, the backfill sets it. A parent
+        # nowhere to be seen (not written yet, or in this very statement) gets
+        # its new key chosen here, in the mapping, which it will take.
+        chosen = (
+            [
+                f"    IF NEW.{t} IS NULL AND NEW.{s} IS NOT NULL"
+                f" AND NOT EXISTS (SELECT 1 FROM {p} WHERE {ok} = NEW.{s}) THEN",
+                f"      INSERT INTO {m} AS x (old_key, new_key) VALUES (NEW.{s}, sqla_ids_uuid7())",
+                "        ON CONFLICT (old_key) DO UPDATE SET new_key = x.new_key",
+                f"        RETURNING x.new_key INTO NEW.{t};",
+                "    END IF;",
+            ]
+            if forward
+            else []
+        )
+        leads = f"TG_OP = 'INSERT' OR NEW.{s} IS DISTINCT FROM OLD.{s}"
+        follows: list[str] = []
+        if plan.options.versions:
+            # Two versions write: a row written through the other one carries
+            # only the following column (a child inserted through *after*
+            # before the swap has just its UUID reference), which then leads.
+            leads = (
+                f"(TG_OP = 'INSERT' AND (NEW.{s} IS NOT NULL OR NEW.{t} IS NULL))"
+                f" OR (TG_OP = 'UPDATE' AND NEW.{s} IS DISTINCT FROM OLD.{s})"
+            )
+            follows = [
+                f"  ELSIF TG_OP = 'INSERT' OR NEW.{t} IS DISTINCT FROM OLD.{t} THEN",
+                f"    NEW.{s} := (SELECT {look} FROM {m} WHERE {give} = NEW.{t});",
+            ]
+        by_table.setdefault(ref.table, []).extend(
+            [
+                "IF TG_WHEN = 'BEFORE' AND TG_OP IN ('INSERT', 'UPDATE') THEN",
+                f"  IF {leads} THEN",
+                f"    NEW.{t} := (SELECT {give} FROM {m} WHERE {look} = NEW.{s});",
+                *chosen,
+                *follows,
+                "  END IF;",
+                "END IF;",
+            ]
+        )
+    statements = drop_trigger_statements(dialect, plan, catalog)
+    numbers = {table: n for n, table in enumerate(_tables(plan))}
+    for table, lines in sorted(by_table.items()):
+        n = numbers[table]
+        function = q(object_name(plan, "sync", n))
+        body = "\n".join(
+            [
+                "BEGIN",
+                *lines,
+                "IF TG_WHEN = 'BEFORE' THEN RETURN NEW; END IF;",
+                "RETURN NULL;",
+                "END;",
+            ]
+        )
+        tag = _tag(body)
+        # Serving versions, the application's sessions put a schema of views
+        # named like the tables first in their search_path: the function's
+        # names must still find the tables (and the mapping) where the
+        # migration made them, whichever version fired it.
+        pinned = " SET search_path FROM CURRENT" if plan.options.versions else ""
+        statements += [
+            Statement(
+                f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql{pinned}"
+                f" AS {tag}\n{body}\n{tag}"
+            ),
+            Statement(
+                f"CREATE TRIGGER {q(object_name(plan, 'before', n))} BEFORE INSERT OR UPDATE"
+                f" ON {q(table)} FOR EACH ROW WHEN ({_NOT_BACKFILL}) EXECUTE FUNCTION {function}()"
+            ),
+            Statement(
+                f"CREATE TRIGGER {q(object_name(plan, 'after', n))} AFTER INSERT OR DELETE"
+                f" ON {q(table)} FOR EACH ROW EXECUTE FUNCTION {function}()"
+            ),
+            # They fire in every session, replicas' included: a session with
+            # session_replication_role = replica (a replication apply, pg_restore,
+            # a bulk load) writes rows too, and they must be followed.
+            *(
+                Statement(
+                    f"ALTER TABLE {q(table)} ENABLE ALWAYS TRIGGER {q(object_name(plan, kind, n))}"
+                )
+                for kind in ("before", "after")
+            ),
+        ]
+    return statements
+
+
+def lock_statement(
+    dialect: Dialect, plan: PkMigrationPlan, views: list[View] | None = None
+) -> Statement:
+    """Every affected table locked for the swap's transaction (the application's
+    statements wait for it, for the time of a few metadata-only statements);
+    the (plain) views over them first, those built on others before those.
+
+    A query of a view locks the view, then the views and tables it reads, in
+    that order; the swap drops the views after it has the tables: locking the
+    tables first, it would wait for a reader that holds a view and waits for
+    the tables (a deadlock). Locking a view locks what it reads too, in the
+    order its readers do. (A materialized view cannot be locked, nor needs to
+    be: its readers read no table.)"""
+    plain = [
+        v.label for v in reversed(views or []) if not v.drop_sql.startswith("DROP MATERIALIZED")
+    ]
+    tables = ", ".join([*plain, *(_q(dialect, t) for t in _tables(plan))])
+    return Statement(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
+
+
+def _exchange(
+    dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog, sides: Sides
+) -> list[Statement]:
+    """The columns of ``sides`` exchange names and roles (both ways)."""
+
+    def q(name: str) -> str:
+        return _q(dialect, name)
+
+    statements: list[Statement] = []
+
+    def run(sql: str) -> None:
+        statements.append(Statement(sql))
+
+    t = q(plan.table)
+    statements += _grants(dialect, catalog, plan.table, plan.column, sides.key_new)
+    for n, ref in references(plan):
+        statements += _grants(dialect, catalog, ref.table, ref.column, sides.child_new(n, ref))
+    for _, ref in references(plan):
+        if ref.constraint:
+            run(f"ALTER TABLE {q(ref.table)} DROP CONSTRAINT {q(ref.constraint)}")
+    for _, dep in rebuilt(plan):
+        owner = catalog.owners.get((dep.table, dep.name))
+        if owner:
+            run(f"ALTER TABLE {q(dep.table)} DROP CONSTRAINT {q(owner)}")
+        else:
+            run(f"DROP INDEX IF EXISTS {q(dep.name)}")
+    pk_name = plan.pk_name or f"{plan.table}_pkey"
+    run(f"ALTER TABLE {t} DROP CONSTRAINT {q(pk_name)}")
+    run(f"ALTER TABLE {t} RENAME COLUMN {q(plan.column)} TO {q(sides.key_parked)}")
+    run(f"ALTER TABLE {t} RENAME COLUMN {q(sides.key_new)} TO {q(plan.column)}")
+    # The validated CHECK proves there is no NULL: SET NOT NULL does not scan.
+    run(f"ALTER TABLE {t} ALTER COLUMN {q(plan.column)} SET NOT NULL")
+    statements += _not_null_follows(
+        dialect, plan.table, sides.key_parked, plan.column, object_name(plan, "nno", 0)
+    )
+    run(f"ALTER TABLE {t} DROP CONSTRAINT {q(object_name(plan, 'nn', 0))}")
+    run(f"ALTER INDEX {q(object_name(plan, 'key', 0))} RENAME TO {q(pk_name)}")
+    run(f"ALTER TABLE {t} ADD CONSTRAINT {q(pk_name)} PRIMARY KEY USING INDEX {q(pk_name)}")
+    statements.append(
+        _comment(dialect, plan.table, plan.column, catalog.comments.get((plan.table, plan.column)))
+    )
+    for n, ref in references(plan):
+        c, new, parked = q(ref.table), sides.child_new(n, ref), sides.child_parked(n, ref)
+        run(f"ALTER TABLE {c} RENAME COLUMN {q(ref.column)} TO {q(parked)}")
+        run(f"ALTER TABLE {c} RENAME COLUMN {q(new)} TO {q(ref.column)}")
+        statements.append(
+            _comment(dialect, ref.table, ref.column, catalog.comments.get((ref.table, ref.column)))
+        )
+        if not ref.nullable:
+            run(f"ALTER TABLE {c} ALTER COLUMN {q(ref.column)} SET NOT NULL")
+            statements += _not_null_follows(
+                dialect, ref.table, parked, ref.column, object_name(plan, "nno", n)
+            )
+            run(f"ALTER TABLE {c} DROP CONSTRAINT {q(object_name(plan, 'nn', n))}")
+        if ref.constraint:
+            run(
+                f"ALTER TABLE {c} RENAME CONSTRAINT {q(object_name(plan, 'fk', n))}"
+                f" TO {q(ref.constraint)}"
+            )
+    for number, dep in rebuilt(plan):
+        run(f"ALTER INDEX {q(object_name(plan, 'ix', number))} RENAME TO {q(dep.name)}")
+        owner = catalog.owners.get((dep.table, dep.name))
+        if owner:  # it was a UNIQUE constraint, not only an index
+            run(
+                f"ALTER TABLE {q(dep.table)} ADD CONSTRAINT {q(owner)}"
+                f" UNIQUE USING INDEX {q(dep.name)}"
+            )
+    return statements
+
+
+def drop_view_statements(catalog: Catalog) -> list[Statement]:
+    """The views over the exchanged columns dropped, those built on others first."""
+    return [Statement(view.drop_sql) for view in reversed(catalog.views)]
+
+
+def create_view_statements(catalog: Catalog) -> list[Statement]:
+    """The views created again from their definitions, over the columns that now
+    have the names (bases first), with their owner, comment, grants, options,
+    a materialized view's indexes and its rows (refreshed if it had any, left
+    unpopulated if it was ``WITH NO DATA``)."""
+    return [Statement(sql) for view in catalog.views for sql in [view.create_sql, *view.after_sql]]
+
+
+def swap_statements(dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog) -> list[Statement]:
+    """The new columns take the old ones' names and roles; the triggers turn round;
+    the views over them are created again over the new columns."""
+
+    def q(name: str) -> str:
+        return _q(dialect, name)
+
+    t = q(plan.table)
+    statements = drop_view_statements(catalog)
+    statements += _exchange(dialect, plan, catalog, Sides(plan, up=True))
+    default = plan.new_default_sql
+    statements.append(
+        Statement(
+            f"ALTER TABLE {t} ALTER COLUMN {q(plan.column)} "
+            + (f"SET DEFAULT {default}" if default else "DROP DEFAULT")
+        )
+    )
+    statements.append(
+        _comment(
+            dialect,
+            plan.table,
+            plan.old_column,
+            OLD_COLUMN_COMMENT.format(table=plan.table, column=plan.column),
+        )
+    )
+    if plan.default.kind != "identity":
+        # The application stops sending old keys; an identity keeps numbering them.
+        statements.append(
+            Statement(f"ALTER TABLE {t} ALTER COLUMN {q(plan.old_column)} DROP NOT NULL")
+        )
+    for n, ref in references(plan):
+        statements.append(
+            Statement(
+                f"ALTER TABLE {q(ref.table)} ALTER COLUMN {q(child_old(plan, n, ref))}"
+                " DROP NOT NULL"
+            )
+        )
+    return (
+        statements
+        + sync_trigger_statements(dialect, plan, catalog, forward=False)
+        + create_view_statements(catalog)
+    )
+
+
+def contract_statements(
+    dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog
+) -> list[Statement]:
+    """Drop the sync triggers and the children's old columns (unless kept)."""
+    statements = drop_trigger_statements(dialect, plan, catalog)
+    if not plan.keep_child_old_columns:
+        for n, ref in references(plan):
+            statements.append(
+                Statement(
+                    f"ALTER TABLE {_q(dialect, ref.table)} DROP COLUMN IF EXISTS"
+                    f" {_q(dialect, child_old(plan, n, ref))}"
+                )
+            )
+    return statements
+
+
+def _drop_added(dialect: Dialect, plan: PkMigrationPlan, exists: str) -> list[Statement]:
+    """Drop the columns the expand added, children (and their FKs) first, then the
+    mapping table."""
+    statements = [
+        Statement(
+            f"ALTER TABLE {_q(dialect, table)} DROP COLUMN{exists}"
+            f" {_q(dialect, plan.temp_column(table, column))}"
+        )
+        for table, column in reversed(plan.targets())
+    ]
+    return [*statements, Statement(f"DROP TABLE IF EXISTS {_q(dialect, plan.mapping_table)}")]
+
+
+def abort_statements(dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog) -> list[Statement]:
+    """Before the swap: drop everything expand and prepare added (dropping a
+    column drops its indexes, checks and foreign keys)."""
+    return drop_trigger_statements(dialect, plan, catalog) + _drop_added(
+        dialect, plan, " IF EXISTS"
+    )
+
+
+def unswap_statements(dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog) -> list[Statement]:
+    """The old columns take their names and roles back; the UUID columns, the
+    triggers and the mapping table go; the views over the columns are created
+    again over the old ones."""
+    return (
+        drop_view_statements(catalog)
+        + _exchange(dialect, plan, catalog, Sides(plan, up=False))
+        + drop_trigger_statements(dialect, plan, catalog)
+        + _drop_added(dialect, plan, "")
+        + create_view_statements(catalog)
+    )
+
+
+def expand_statements(
+    connection: Connection, plan: PkMigrationPlan, catalog: Catalog
+) -> list[Statement]:
+    """The server function, the mapping table, new columns and sync triggers."""
+    dialect = connection.dialect
+    schema = for_dialect(dialect).uuid7_function_schema(connection)
+    statements = [Statement(sql) for sql in uuid7_function_create_sql(dialect, schema=schema)]
+    if not inspect(connection).has_table(plan.mapping_table):
+        statements.append(
+            Statement(
+                str(sa.schema.CreateTable(mapping.mapping_table(plan)).compile(dialect=dialect))
+            )
+        )
+    for table, column in plan.targets():
+        tmp = _q(dialect, plan.temp_column(table, column))
+        statements.append(
+            Statement(f"ALTER TABLE {_q(dialect, table)} ADD COLUMN IF NOT EXISTS {tmp} uuid")
+        )
+    key = _q(dialect, plan.temp_column(plan.table, plan.column))
+    # New rows get their UUID at insert, from now on (no table rewrite: a
+    # default added after the column applies to new rows only).
+    statements.append(
+        Statement(
+            f"ALTER TABLE {_q(dialect, plan.table)} ALTER COLUMN {key} SET DEFAULT sqla_ids_uuid7()"
+        )
+    )
+    return statements + sync_trigger_statements(dialect, plan, catalog, forward=True)
+
+
+class PostgreSQLOnline(OnlineStrategy):
+    """Online key migration on PostgreSQL (see the module docstring)."""
+
+    serves_versions = True
+
+    # --- what it cannot do --------------------------------------------------------
+
+    def attached(
+        self, connection: Connection, plan: PkMigrationPlan, columns: dict[str, set[str]]
+    ) -> set[str]:
+        """What ``pg_depend`` records on those columns, in ``pg_describe_object``'s
+        words ("index item_shop", "constraint item_shop_id_fkey on table item",
+        "rule _RETURN on view v", "column twice of table item", "trigger t on
+        table item"): whatever PostgreSQL would drop with the column, or refuse
+        to drop it over."""
+        found: set[str] = set()
+        for table, names in sorted(columns.items()):
+            found.update(
+                # A view is its _RETURN rule: named as the view.
+                re.sub(r"^rule _RETURN on ((materialized )?view )", r"\1", described)
+                for described in connection.execute(
+                    sa.text(
+                        # Everything that depends on the columns, but
+                        # generated columns in their own words (what records
+                        # their reads differs between versions: see
+                        # GENERATED_READERS); a column's own default goes
+                        # and comes with it.
+                        "SELECT pg_describe_object(d.classid, d.objid, d.objsubid)"
+                        " FROM pg_depend d JOIN pg_attribute a ON a.attrelid = d.refobjid"
+                        " AND a.attnum = d.refobjsubid"
+                        " WHERE d.refclassid = 'pg_class'::regclass"
+                        " AND d.refobjid = to_regclass(:t) AND a.attname = ANY(:cols)"
+                        " AND d.classid <> 'pg_attrdef'::regclass"
+                        " AND NOT (d.classid = 'pg_class'::regclass AND d.objid = d.refobjid)"
+                        " UNION SELECT 'generated column ' || r.g || ' of table ' || :name"
+                        f" FROM ({GENERATED_READERS}) AS r(g, a)"
+                    ),
+                    {"t": _q(connection, table), "name": table, "cols": sorted(names)},
+                ).scalars()
+            )
+        # The migration's own (sqla_ids_<kind>_<hash>_<n>: its triggers, checks,
+        # foreign keys and indexes on the new columns).
+        # And the views of the versions it serves (versions=...).
+        ours = versions.version_views(connection, plan)
+        return {d for d in found if not mentions_object_name(d) and d not in ours}
+
+    def refusals(self, connection: Connection, plan: PkMigrationPlan) -> list[str]:
+        """Composite references, child keys over references, expression/partial
+        indexes, partitions (the offline mode handles them), a ``timestamp_column``
+        the migration converts. Views over the columns are recreated by the swap
+        (with ``recreate_views=True``, which the planner asks for, as offline)."""
+        problems = timestamp_refusals(plan)
+        carried: dict[str, list[str]] = {}
+        for ref in plan.references:
+            if ref.via is not None:
+                carried.setdefault(ref.via, []).append(ref.table)
+            elif len(ref.columns) > 1:
+                problems.append(
+                    f"foreign key {ref.constraint} on {ref.table} has several columns;"
+                    " online mode handles single-column references; migrate offline (online=False)"
+                )
+            elif len(_pk_columns(connection, ref.table)) != 1:
+                problems.append(
+                    f"{ref.table} needs a single-column primary key for the online backfill;"
+                    " migrate offline (online=False)"
+                )
+        for root, partitions in carried.items():
+            problems.append(
+                f"partitions of {root} declare their own foreign keys to {plan.table}"
+                f" ({', '.join(partitions)}), which the online mode does not carry; migrate"
+                " offline (online=False), which puts each back on its partition"
+            )
+        for dep in plan.dependents:
+            if dep.table == plan.table and dep.kind == "primary":
+                continue
+            if dep.kind == "primary":
+                problems.append(
+                    f"the primary key {dep.name} of {dep.table} includes a reference to"
+                    f" {plan.table}; online mode cannot rebuild it; migrate offline (online=False)"
+                )
+            elif dep.definition and (" WHERE " in dep.definition or "(" in "".join(dep.columns)):
+                problems.append(
+                    f"index {dep.name} is partial or on an expression, which the online mode"
+                    " does not rebuild; migrate offline (online=False)"
+                )
+            elif dep.definition and " USING btree " not in dep.definition:
+                problems.append(
+                    f"index {dep.name} is not a btree index, which the online mode does not"
+                    " rebuild; migrate offline (online=False)"
+                )
+        kind = connection.execute(
+            sa.text("SELECT relkind FROM pg_class WHERE oid = to_regclass(:t)"),
+            {"t": _q(connection, plan.table)},
+        ).scalar()
+        if kind == "p":
+            problems.append(
+                f"{plan.table} is partitioned, which the online mode does not handle; migrate"
+                " offline (online=False)"
+            )
+        problems += self._trigger_refusals(connection, plan)
+        problems += versions.version_refusals(connection, plan)
+        return problems
+
+    def _trigger_refusals(self, connection: Connection, plan: PkMigrationPlan) -> list[str]:
+        """The backfill keeps the application's UPDATE triggers quiet as a replica
+        session: this role must be allowed that, and no such trigger may fire in
+        replica sessions (it would then fire on the backfill)."""
+        problems = []
+        quiet_needed = []
+        for table in plan.affected_tables:
+            for name, enabled in application_update_triggers(connection, table):
+                if enabled in ("A", "R"):
+                    how = "ALWAYS" if enabled == "A" else "REPLICA"
+                    problems.append(
+                        f"trigger {name} on {table} is ENABLE {how} and would fire on every row"
+                        " the backfill writes; ALTER TABLE ... ENABLE TRIGGER it (origin only)"
+                        " for the migration, or migrate offline (online=False)"
+                    )
+                else:
+                    quiet_needed.append(f"{name} on {table}")
+        if quiet_needed:
+            allowed = connection.execute(
+                sa.text(
+                    "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+                    + (
+                        " UNION ALL SELECT has_parameter_privilege('session_replication_role',"
+                        " 'SET')"
+                        if (connection.dialect.server_version_info or (0,)) >= (15,)
+                        else ""
+                    )
+                )
+            ).scalars()
+            if not any(allowed):
+                role = connection.execute(sa.text("SELECT current_user")).scalar_one()
+                problems.append(
+                    f"the triggers {', '.join(quiet_needed)} fire on UPDATE, and the backfill"
+                    " writes every row: it keeps them quiet as a replica session"
+                    " (session_replication_role = replica), which this role may not set;"
+                    f" run it as a superuser, or GRANT SET ON PARAMETER session_replication_role"
+                    f" TO {_q(connection, str(role))} (PostgreSQL 15+)"
+                )
+        return problems
+
+    # --- sessions ------------------------------------------------------------------
+
+    def set_lock_timeout(self, connection: Connection, seconds: float, local: bool) -> None:
+        """``lock_timeout`` for this transaction (``local``) or the session.
+
+        Never more than half the server's ``deadlock_timeout``: a step that
+        locks several tables may wait for one while holding another that the
+        application's transaction waits for; giving up before PostgreSQL looks
+        for deadlocks makes the migration (which retries) the one that yields,
+        never the application.
+        """
+        # One statement, run before every short transaction of the backfill:
+        # deadlock_timeout is read by the server in the same round trip
+        # (current_setting() gives it with its unit; a cast to interval reads
+        # "1s" and "1000ms" alike) rather than by a query of its own.
+        connection.execute(
+            sa.text(
+                "SELECT set_config('lock_timeout', CASE WHEN :ms = 0 THEN '0' ELSE"
+                " greatest(1, least(:ms, CAST(extract(epoch FROM"
+                " CAST(current_setting('deadlock_timeout') AS interval)) * 1000 AS bigint) / 2))"
+                " || 'ms' END, :local)"
+            ),
+            {"ms": max(1, int(seconds * 1000)) if seconds else 0, "local": local},
+        )
+
+    def is_lock_timeout(self, error: BaseException) -> bool:
+        """SQLSTATE 55P03 (lock_not_available) or 40P01 (deadlock: also retried)."""
+        original = error.orig if isinstance(error, sa.exc.DBAPIError) else error
+        return getattr(original, "sqlstate", None) in ("55P03", "40P01")
+
+    def scope(self, connection: Connection) -> str:
+        """The ``search_path`` of the caller's connection."""
+        return str(connection.execute(sa.text("SELECT current_setting('search_path')")).scalar())
+
+    def enter_scope(self, connection: Connection, scope: str) -> None:
+        """The caller's ``search_path``, for the session (bound, never formatted in);
+        the connection's own is kept to be put back (it may come from a connect
+        event, which ``RESET`` would not restore)."""
+        own = connection.execute(
+            sa.text("SELECT current_setting('search_path'), set_config('search_path', :s, false)"),
+            {"s": scope},
+        ).scalar()
+        connection.info[_SEARCH_PATH] = own
+
+    def leave_scope(self, connection: Connection) -> None:
+        """The connection's own ``search_path`` back."""
+        own = connection.info.pop(_SEARCH_PATH, None)
+        if own is not None:
+            connection.execute(sa.text("SELECT set_config('search_path', :s, false)"), {"s": own})
+
+    def try_lock(self, connection: Connection, name: str) -> bool:
+        """A session-level advisory lock (two 32-bit keys: ours, and the name's hash)."""
+        return bool(
+            connection.execute(
+                sa.text("SELECT pg_try_advisory_lock(hashtext('sqla_ids'), hashtext(:n))"),
+                {"n": name},
+            ).scalar()
+        )
+
+    def unlock_name(self, connection: Connection, name: str) -> None:
+        """Release the advisory lock."""
+        connection.execute(
+            sa.text("SELECT pg_advisory_unlock(hashtext('sqla_ids'), hashtext(:n))"), {"n": name}
+        )
+
+    def lock(self, connection: Connection, plan: PkMigrationPlan) -> list[Statement]:
+        """``LOCK TABLE … IN ACCESS EXCLUSIVE MODE``: held to the transaction's end.
+        Views first -- the versions' (see ``versions.lock_views``), then those the swap
+        drops (see :func:`lock_statement`) -- then the tables."""
+        return [
+            *versions.lock_views(connection, plan),
+            lock_statement(connection.dialect, plan, read_views(connection, plan)),
+        ]
+
+    # --- phases ----------------------------------------------------------------------
+
+    def expand(self, plan: PkMigrationPlan) -> list[Task]:
+        """Mapping table, new columns and sync triggers, in one transaction."""
+        return [
+            Ddl(
+                "expand",
+                lambda c: (
+                    expand_statements(c, plan, read_catalog(c, plan))
+                    + versions.expand_views(c, plan)
+                ),
+            )
+        ]
+
+    def backfill(self, plan: PkMigrationPlan) -> list[Task]:
+        """Parent keys in old-key order (computed in SQL), then the children."""
+        tasks: list[Task] = [Backfill(ParentKeys(plan))]
+        tasks += [Backfill(ChildReferences(plan, n, ref)) for n, ref in references(plan)]
+        return tasks
+
+    def prepare(self, plan: PkMigrationPlan) -> list[Task]:
+        """Indexes, NOT NULL proofs and foreign keys on the new columns, without
+        blocking writes (and, serving versions, indexes on the old columns that
+        stay theirs after the swap: see versions.old_indexes)."""
+        tasks = self._prepare(plan, Sides(plan, up=True))
+        for table, column, name, unique in versions.old_indexes(plan):
+            tasks += self._index(table, [column], name, unique)
+        return tasks
+
+    def _prepare(self, plan: PkMigrationPlan, sides: Sides) -> list[Task]:
+        tasks = self._index(plan.table, [sides.key_new], object_name(plan, "key", 0), unique=True)
+        tasks += self._not_null(plan.table, sides.key_new, object_name(plan, "nn", 0))
+        for number, dep in rebuilt(plan):
+            cols = [sides.new_column(dep.table, c) for c in dep.columns]
+            tasks += self._index(
+                dep.table, cols, object_name(plan, "ix", number), dep.kind == "unique"
+            )
+        for n, ref in references(plan):
+            if not ref.nullable:
+                tasks += self._not_null(
+                    ref.table, sides.child_new(n, ref), object_name(plan, "nn", n)
+                )
+            if ref.constraint:
+                tasks += self._foreign_key(plan, n, ref, sides)
+        return tasks
+
+    def _index(self, table: str, columns: list[str], name: str, unique: bool) -> list[Task]:
+        def build(connection: Connection) -> list[Statement]:
+            valid = connection.execute(
+                sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
+                {"i": _q(connection, name)},
+            ).scalar()
+            if valid:
+                return []
+            cols = ", ".join(_q(connection, c) for c in columns)
+            create = Statement(
+                f"CREATE {'UNIQUE ' if unique else ''}INDEX CONCURRENTLY {_q(connection, name)}"
+                f" ON {_q(connection, table)} ({cols})"
+            )
+            if valid is False:  # a CONCURRENTLY build interrupted earlier leaves it invalid
+                return [
+                    Statement(f"DROP INDEX CONCURRENTLY IF EXISTS {_q(connection, name)}"),
+                    create,
+                ]
+            return [create]
+
+        # Outside any transaction, with no lock timeout: CREATE INDEX
+        # CONCURRENTLY only takes locks that the application's reads and
+        # writes do not conflict with, and waits for the transactions already
+        # running to end -- a wait that blocks nobody.
+        return [Ddl(f"index {name}", build, Mode.AUTOCOMMIT)]
+
+    def _not_null(self, table: str, column: str, name: str) -> list[Task]:
+        def add(connection: Connection) -> list[Statement]:
+            if _constraint_exists(connection, table, name):
+                return []
+            return [
+                Statement(
+                    f"ALTER TABLE {_q(connection, table)} ADD CONSTRAINT {_q(connection, name)}"
+                    f" CHECK ({_q(connection, column)} IS NOT NULL) NOT VALID"
+                )
+            ]
+
+        return [Ddl(f"check {name}", add), self._validate(table, name)]
+
+    def _validate(self, table: str, name: str) -> Task:
+        return Ddl(
+            f"validate {name}",
+            lambda c: [Statement(f"ALTER TABLE {_q(c, table)} VALIDATE CONSTRAINT {_q(c, name)}")],
+        )
+
+    def _foreign_key(
+        self, plan: PkMigrationPlan, n: int, ref: Reference, sides: Sides
+    ) -> list[Task]:
+        name = object_name(plan, "fk", n)
+        assert ref.constraint is not None
+        constraint = ref.constraint
+
+        def add(connection: Connection) -> list[Statement]:
+            if _constraint_exists(connection, ref.table, name):
+                return []
+            actions = _fk_actions(connection, ref.table, constraint)
+            return [
+                Statement(
+                    f"ALTER TABLE {_q(connection, ref.table)} ADD CONSTRAINT {_q(connection, name)}"
+                    f" FOREIGN KEY ({_q(connection, sides.child_new(n, ref))})"
+                    f" REFERENCES {_q(connection, plan.table)}"
+                    f" ({_q(connection, sides.key_new)}){actions} NOT VALID"
+                )
+            ]
+
+        return [Ddl(f"foreign key {name}", add), self._validate(ref.table, name)]
+
+    def swap(self, plan: PkMigrationPlan) -> list[Task]:
+        """The new columns take the old ones' names and roles (tables locked)."""
+        return [
+            Ddl(
+                "swap",
+                lambda c: (
+                    versions.swap_views_first(c, plan)
+                    + swap_statements(c.dialect, plan, read_catalog(c, plan, views=True))
+                    + versions.swap_views_last(c, plan)
+                ),
+                Mode.LOCKED,
+            )
+        ]
+
+    def contract(self, plan: PkMigrationPlan) -> list[Task]:
+        """Drop the sync triggers and the children's old columns (unless kept)."""
+        return [
+            Ddl(
+                "contract",
+                lambda c: (
+                    versions.drop_all_views(c.dialect, plan)
+                    + contract_statements(c.dialect, plan, read_catalog(c, plan))
+                ),
+            )
+        ]
+
+    def abort(self, plan: PkMigrationPlan) -> list[Task]:
+        """Before the swap: drop everything expand and prepare added."""
+        return [
+            Ddl(
+                "undo",
+                lambda c: (
+                    versions.drop_all_views(c.dialect, plan)
+                    + abort_statements(c.dialect, plan, read_catalog(c, plan))
+                ),
+            )
+        ]
+
+    def unprepare(self, plan: PkMigrationPlan) -> list[Task]:
+        """After the swap, before the contract: the old columns (kept in step by the
+        triggers) get their unique index, NOT NULL proofs, indexes and foreign keys
+        back, without blocking writes."""
+
+        def unnumbered(connection: Connection) -> None:
+            missing = int(
+                connection.exec_driver_sql(
+                    f"SELECT count(*) FROM {_q(connection, plan.table)}"
+                    f" WHERE {_q(connection, plan.old_column)} IS NULL"
+                ).scalar_one()
+            )
+            if missing:
+                raise MigrationRefusedError(
+                    f"cannot undo the swap of {plan.table} online: {missing} rows inserted"
+                    f" since have no old key in {plan.old_column} (the old key had no default"
+                    " to number them); contract, then restore offline; nothing was changed"
+                )
+
+        # Children written before their parent since the swap (a deferred
+        # foreign key) got no old value then: their parent is there now.
+        walks = [Backfill(ChildReferences(plan, n, ref, up=False)) for n, ref in references(plan)]
+        return [
+            Probe("downgrade check", unnumbered),
+            *versions.unprepare_indexes(plan),
+            *walks,
+            *self._prepare(plan, Sides(plan, up=False)),
+        ]
+
+    def unswap(self, plan: PkMigrationPlan) -> list[Task]:
+        """The old columns take their names and roles back (tables locked)."""
+        return [
+            Ddl(
+                "undo swap",
+                lambda c: (
+                    versions.drop_all_views(c.dialect, plan)
+                    + unswap_statements(c.dialect, plan, read_catalog(c, plan, views=True))
+                ),
+                Mode.LOCKED,
+            )
+        ]
+
+
+# Application triggers firing on UPDATE of a table (not ours, not PostgreSQL's
+# own): the backfill's UPDATEs must not fire them -- a trigger stamping
+# updated_at would restamp every row, an audit trigger log one row per row.
+_UPDATE_TRIGGERS = sa.text(
+    "SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = to_regclass(:t)"
+    " AND NOT tgisinternal AND tgenabled <> 'D' AND (tgtype & 16) <> 0 ORDER BY 1"
+)
+
+
+def application_update_triggers(connection: Connection, table: str) -> list[tuple[str, str]]:
+    """``(name, tgenabled)`` of the application's triggers firing on UPDATE of ``table``."""
+    rows = connection.execute(_UPDATE_TRIGGERS, {"t": _q(connection, table)}).all()
+    return [(str(name), str(enabled)) for name, enabled in rows if not is_object_name(name)]
+
+
+def _quietly(connection: Connection, table: str) -> bool:
+    """Whether the backfill's UPDATEs of ``table`` run as a replica session: its
+    application triggers (enabled the default way) then do not fire, and the
+    migration's own (``ENABLE ALWAYS``) do. Checked once per sweep."""
+    return bool(application_update_triggers(connection, table))
+
+
+def _backfill_session(connection: Connection, quiet: bool) -> None:
+    """This batch transaction's settings, in one round trip: the sync triggers
+    skip its rows (:data:`BACKFILL_SETTING`), the application's UPDATE triggers
+    too when ``quiet`` (a replica session), and the join to the mapping probes
+    its index row by row -- misled by a range's estimate, the planner would
+    rather hash the batch and scan the whole mapping, once per batch (160 ms per
+    10,000 children with a 1M-row mapping, the backfill growing with rows x
+    parents)."""
+    connection.exec_driver_sql(
+        f"SELECT set_config('{BACKFILL_SETTING}', 'on', true),"
+        " set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
+        + (", set_config('session_replication_role', 'replica', true)" if quiet else "")
+    )
+
+
+class ParentKeys(ParentKeysWalk):
+    """The parent's new keys, in old-key order, computed in SQL from the ordinal
+    (:mod:`sqla_ids.migration.core.backfill`)."""
+
+    def __init__(self, plan: PkMigrationPlan) -> None:
+        self.plan = plan
+        self.label = f"{plan.table}.{plan.column} new keys"
+        self.ordinal: int | None = None
+        """Rows given a key so far: read back from the keys when (re)starting."""
+        self.quiet = False
+
+    def start(self, connection: Connection) -> int:
+        """The ordinal a (killed) earlier run reached, read back from its keys:
+        backfilled keys are the ones below the plan's time."""
+        self.quiet = _quietly(connection, self.plan.table)
+        if self.plan.timestamp_column is not None:
+            self.resume(connection)
+        elif self.ordinal is None:
+            tmp = _q(connection, self.plan.temp_column(self.plan.table, self.plan.column))
+            hex_ = "replace(CAST(k AS text), '-', '')"
+            value = connection.execute(
+                sa.text(
+                    f"SELECT (('x' || substr({hex_}, 1, 12))::bit(48)::bigint - :start) * 4096"
+                    f" + ('x' || substr({hex_}, 14, 3))::bit(12)::int"
+                    f" FROM (SELECT {tmp} AS k FROM {_q(connection, self.plan.table)}"
+                    f" WHERE {tmp} < CAST(:below AS uuid) ORDER BY {tmp} DESC LIMIT 1) last"
+                ),
+                {"start": first_ms(self.plan), "below": backfilled_below(self.plan)},
+            ).scalar()
+            self.ordinal = int(value or 0)
+        return self.plan.row_count
+
+    def batch(self, connection: Connection, after: Any, size: int) -> tuple[Any, int] | None:
+        """Keys for the next ``size`` rows without one, locked first (``FOR NO KEY
+        UPDATE``: the application's inserts of children are not blocked).
+
+        Two statements, set-wise, with the sync triggers quiet
+        (:data:`BACKFILL_SETTING`): the batch's mapping rows, then the rows'
+        keys taken from the mapping. A mapping row already there was written
+        first by the application -- a child inserted before its parent had a
+        key (the triggers' "mapping-first" rule) -- and children may point at
+        its key already: it is kept (``DO NOTHING``) and the parent takes it.
+        The second statement sees what the first wrote, and also a mapping row
+        another transaction committed meanwhile (``ON CONFLICT`` waited for it);
+        in one statement its snapshot would not.
+        """
+        plan = self.plan
+        _backfill_session(connection, self.quiet)
+        t, k = _q(connection, plan.table), _q(connection, plan.column)
+        tmp = _q(connection, plan.temp_column(plan.table, plan.column))
+        m = _q(connection, plan.mapping_table)
+        where = f"{k} > :after AND " if after is not None else ""
+        if plan.timestamp_column is not None:
+            covered, upto = self._timed(connection, where, after, size)
+        else:
+            covered, upto = self._ordered(connection, where, after, size)
+        if not covered:
+            return None
+        low = f"{t}.{k} > :after AND " if after is not None else ""
+        # Rows of the range still without a key are the batch's: locked, and
+        # their mapping rows written just now (one index probe each).
+        connection.execute(
+            sa.text(
+                f"UPDATE {t} SET {tmp} = m.new_key FROM {m} m"
+                f" WHERE {low}{t}.{k} <= :upto AND {t}.{tmp} IS NULL AND m.old_key = {t}.{k}"
+            ),
+            {"after": after, "upto": upto},
+        )
+        if plan.timestamp_column is None:
+            self.ordinal = (self.ordinal or 0) + int(covered)
+        return upto, int(covered)
+
+    def _timed(self, connection: Connection, where: str, after: Any, size: int) -> tuple[int, Any]:
+        """The batch's mapping rows with a timestamp column: the offline rule's key
+        numbers (``KEY_NUMBER_SQL``: each row's time, kept from going back, after
+        :attr:`prev`) and the old key's mark (:mod:`sqla_ids.migration.core.backfill`)."""
+        plan = self.plan
+        t, k = _q(connection, plan.table), _q(connection, plan.column)
+        tmp = _q(connection, plan.temp_column(plan.table, plan.column))
+        key = keys.key_sql(*keys.NUMBER_PARTS, "CAST(k AS text)")
+        covered, upto, last = connection.execute(
+            sa.text(
+                f"WITH b AS (SELECT {k} AS k, {keys.time_number_sql(connection, plan)} AS t"
+                f" FROM {t} WHERE {where}{tmp} IS NULL ORDER BY {k} LIMIT :n FOR NO KEY UPDATE),"
+                f" o AS (SELECT k, {keys.KEY_NUMBER_SQL} AS v"
+                " FROM (SELECT k, t, row_number() OVER (ORDER BY k) AS r FROM b) x),"
+                f" i AS (INSERT INTO {_q(connection, plan.mapping_table)} (old_key, new_key)"
+                f" SELECT k, {key} FROM o ON CONFLICT (old_key) DO NOTHING)"
+                " SELECT (SELECT count(*) FROM b), (SELECT k FROM b ORDER BY k DESC LIMIT 1),"
+                " (SELECT max(v) FROM o)"
+            ),
+            {"after": after, "n": size, "prev": self.prev, "seed": plan.seed},
+        ).one()
+        if covered:
+            self.prev = int(last)
+        return int(covered), upto
+
+    def _ordered(
+        self, connection: Connection, where: str, after: Any, size: int
+    ) -> tuple[int, Any]:
+        """The batch's mapping rows without a timestamp column: from the ordinal."""
+        plan = self.plan
+        t, k = _q(connection, plan.table), _q(connection, plan.column)
+        tmp = _q(connection, plan.temp_column(plan.table, plan.column))
+        m = _q(connection, plan.mapping_table)
+        covered, upto = connection.execute(
+            sa.text(
+                f"WITH b AS (SELECT {k} AS k FROM {t} WHERE {where}{tmp} IS NULL"
+                f" ORDER BY {k} LIMIT :n FOR NO KEY UPDATE),"
+                " o AS (SELECT k, :done + row_number() OVER (ORDER BY k) AS ord FROM b),"
+                f" i AS (INSERT INTO {m} (old_key, new_key) SELECT k,"
+                " CAST(lpad(to_hex(:start + (o.ord >> 12)), 12, '0')"
+                " || '7' || lpad(to_hex(o.ord & 4095), 3, '0')"
+                " || substr(CAST(gen_random_uuid() AS text), 20) AS uuid) FROM o"
+                " ON CONFLICT (old_key) DO NOTHING)"
+                # ORDER BY ... LIMIT 1, not max(): uuid has no max() before 18.
+                " SELECT (SELECT count(*) FROM b), (SELECT k FROM b ORDER BY k DESC LIMIT 1)"
+            ),
+            {"after": after, "n": size, "done": self.ordinal, "start": first_ms(plan)},
+        ).one()
+        return int(covered), upto
+
+    def last_made(self, connection: Connection) -> UUID | None:
+        """The largest mapping key carrying its old key's mark, read downward from
+        the top through the mapping's unique index (the application's keys above
+        it are passed over, one hash each)."""
+        hex_ = "right(replace(CAST(new_key AS text), '-', ''), 14)"
+        value = connection.execute(
+            sa.text(
+                f"SELECT new_key FROM {_q(connection, self.plan.mapping_table)}"
+                f" WHERE {hex_} = {keys.hash_hex_sql('CAST(old_key AS text)')}"
+                " ORDER BY new_key DESC LIMIT 1"
+            ),
+            {"seed": self.plan.seed},
+        ).scalar()
+        return None if value is None else UUID(str(value))
+
+
+class ChildReferences(Walk):
+    """A child's column following its parent through the mapping -- the new one
+    going up, the old one (``up=False``) before the swap is undone -- in keyset
+    batches of the child's primary key."""
+
+    def __init__(self, plan: PkMigrationPlan, n: int, ref: Reference, up: bool = True) -> None:
+        self.plan, self.ref = plan, ref
+        self.label = f"{ref.table}.{ref.column} {'new' if up else 'old'} references"
+        self.target = plan.temp_column(ref.table, ref.column) if up else child_old(plan, n, ref)
+        self.look, self.give = ("old_key", "new_key") if up else ("new_key", "old_key")
+        self.pk = ""
+        self.high: Any = None
+        self.quiet = False
+
+    def start(self, connection: Connection) -> int:
+        """The walk ends at the rows there are now: rows inserted from here on
+        take their new reference from the trigger (every parent is mapped by
+        now). Walking on to the end would chase the application's inserts for
+        as long as they arrive faster than a batch takes -- for ever, at 1M
+        parents and 100 inserts/s."""
+        self.pk = _pk_columns(connection, self.ref.table)[0]
+        self.quiet = _quietly(connection, self.ref.table)
+        c, pk = _q(connection, self.ref.table), _q(connection, self.pk)
+        # ORDER BY ... DESC LIMIT 1 rather than max(): a child's own key may be a
+        # UUID already (migrated before), and uuid has no max() before PostgreSQL 18.
+        total, self.high = connection.exec_driver_sql(
+            f"SELECT (SELECT count(*) FROM {c}), (SELECT {pk} FROM {c} ORDER BY {pk} DESC LIMIT 1)"
+        ).one()
+        return int(total)
+
+    def _update(self, connection: Connection, after: Any, upto: Any) -> None:
+        c, pk = _q(connection, self.ref.table), _q(connection, self.pk)
+        low = f"{c}.{pk} > :after" if after is not None else "true"
+        high = f" AND {c}.{pk} <= :upto" if upto is not None else ""
+        # One index probe of the mapping per child row (see _backfill_session).
+        _backfill_session(connection, self.quiet)
+        t, m = _q(connection, self.target), _q(connection, self.plan.mapping_table)
+        connection.execute(
+            sa.text(
+                f"UPDATE {c} SET {t} = m.{self.give} FROM {m} m"
+                f" WHERE {low}{high} AND m.{self.look} = {c}.{_q(connection, self.ref.column)}"
+                f" AND {c}.{t} IS DISTINCT FROM m.{self.give}"
+            ),
+            {"after": after, "upto": upto},
+        )
+
+    def batch(self, connection: Connection, after: Any, size: int) -> tuple[Any, int] | None:
+        """The next ``size`` children up to the walk's end."""
+        if self.high is None:
+            return None
+        c, pk = _q(connection, self.ref.table), _q(connection, self.pk)
+        where = f"{pk} > :after AND " if after is not None else ""
+        upto = connection.execute(
+            sa.text(
+                f"SELECT k FROM (SELECT {pk} AS k FROM {c} WHERE {where}{pk} <= :high"
+                f" ORDER BY {pk} LIMIT :n) b ORDER BY k DESC LIMIT 1"
+            ),
+            {"after": after, "high": self.high, "n": size},
+        ).scalar()
+        if upto is None:
+            return None
+        self._update(connection, after, upto)
+        return upto, size
+
+    def finish(self, connection: Connection) -> None:
+        """The rows past the end, once: only a transaction that inserted a child
+        before its parent was mapped and committed after the walk began has one
+        to fix there."""
+        if self.high is not None:
+            self._update(connection, self.high, None)
+
+    def left(self, connection: Connection) -> int:
+        """References with no value on the following side yet."""
+        s = _q(connection, self.ref.column)
+        t = _q(connection, self.target)
+        return int(
+            connection.exec_driver_sql(
+                f"SELECT count(*) FROM {_q(connection, self.ref.table)}"
+                f" WHERE {s} IS NOT NULL AND {t} IS NULL"
+            ).scalar_one()
+        )
+
+    def stuck(self) -> str:
+        """References kept pointing at parents the mapping does not know."""
+        return (
+            f"{self.ref.table}.{self.ref.column}: references keep moving faster than the"
+            " backfill; stopped before the swap (run the migration again to continue)"
+        )

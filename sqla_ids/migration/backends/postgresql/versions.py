@@ -1,0 +1,325 @@
+"""PostgreSQL: the *before* and *after* versions of an online migration's tables.
+
+With the ``versions`` option (:mod:`sqla_ids.migration.core.versions`), the
+affected tables -- the migrated one and its children -- are served in two
+shapes from the expand until the contract:
+
+* before the swap the base tables are *before*; the schema ``<prefix>_after``
+  holds one simple view per table presenting *after*: the new key (the
+  temporary UUID column) under the key's name, each child's UUID reference
+  under the reference's name, the old integer/text columns hidden;
+* the swap drops those views and, in the same transaction (the tables are
+  locked), creates ``<prefix>_before``: the old key (``<key>_old``) and the
+  children's parked old values under their original names, the UUIDs hidden;
+* the contract and every undo drop them.
+
+The views are simple (one table, column references only), so PostgreSQL
+makes them updatable: ``INSERT``/``UPDATE``/``DELETE``/``RETURNING`` go to the
+base table, whose column defaults apply to the columns a view leaves out
+(the old key's sequence under *after*, the UUID default under *before*), and
+the sync triggers (made two-way by the option) fill in the other version's
+columns. A connection picks a version with ``search_path =
+<prefix>_<version>, <app schema>``: a table the migration does not touch has
+no view and resolves to the application's schema, and once the version's
+schema is dropped every name resolves to the base tables -- so each
+application version keeps one ``search_path`` for the whole migration.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Dialect
+
+from sqla_ids.migration.backends.base import Ddl, Mode
+from sqla_ids.migration.core.model import PkMigrationPlan
+from sqla_ids.migration.core.names import child_old, object_name, references
+from sqla_ids.migration.core.sql import Statement, literal_for
+from sqla_ids.migration.core.versions import Version, plan_schemas
+
+
+def _q(dialect: Dialect, name: str) -> str:
+    return str(dialect.identifier_preparer.quote(name))
+
+
+def _tables(plan: PkMigrationPlan) -> list[str]:
+    return sorted({plan.table, *(r.table for _, r in references(plan))})
+
+
+def _columns(connection: Connection, table: str) -> list[str]:
+    """``table``'s columns in their order (in the caller's ``search_path``)."""
+    return list(
+        connection.execute(
+            sa.text(
+                "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(:t)"
+                " AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+            ),
+            {"t": _q(connection.dialect, table)},
+        ).scalars()
+    )
+
+
+def _renamed(plan: PkMigrationPlan, table: str, swapped: bool) -> tuple[dict[str, str], set[str]]:
+    """For ``table`` (columns named as before the swap): original name -> the
+    column the other version reads it from, and the columns it hides.
+
+    Before the swap (*after* served by views) the original names come from
+    the temporary UUID columns; after it (*before* served) from where the swap
+    parked the old values, the UUID columns (then under the original names)
+    hidden -- listed here under their pre-swap temporary names, which is
+    where they are in the column order.
+    """
+    pairs: list[tuple[str, str, str]] = []  # original, temporary, parked old
+    if table == plan.table:
+        pairs.append((plan.column, plan.temp_column(plan.table, plan.column), plan.old_column))
+    for n, ref in references(plan):
+        if ref.table == table:
+            pairs.append(
+                (ref.column, plan.temp_column(ref.table, ref.column), child_old(plan, n, ref))
+            )
+    source = {orig: (old if swapped else tmp) for orig, tmp, old in pairs}
+    return source, {tmp for _, tmp, _ in pairs}
+
+
+def _schema_of(connection: Connection) -> str:
+    return str(connection.execute(sa.text("SELECT current_schema()")).scalar_one())
+
+
+def _create_views(
+    connection: Connection, plan: PkMigrationPlan, version: Version
+) -> list[Statement]:
+    """The schema of ``version`` and its views (built from the columns as they are
+    before the step that runs with them: the expand's end, or the swap)."""
+    schemas = plan_schemas(plan)
+    if schemas is None:
+        return []
+    dialect = connection.dialect
+    swapped = version == "before"
+    app = _schema_of(connection)
+    schema = _q(dialect, schemas[version])
+    statements = [Statement(f"CREATE SCHEMA IF NOT EXISTS {schema}")]
+    roles: set[str] = set()
+    for table in _tables(plan):
+        source, hidden = _renamed(plan, table, swapped)
+        items = []
+        for column in _columns(connection, table):
+            if column in hidden:
+                continue
+            if column in source:
+                items.append(f"{_q(dialect, source[column])} AS {_q(dialect, column)}")
+            else:
+                items.append(_q(dialect, column))
+        # A simple view (one table, plain column references): automatically
+        # updatable, and the base table's defaults fill what it leaves out.
+        view = f"{schema}.{_q(dialect, table)}"
+        statements.append(
+            Statement(
+                f"CREATE VIEW {view} AS SELECT {', '.join(items)}"
+                f" FROM {_q(dialect, app)}.{_q(dialect, table)}"
+            )
+        )
+        for role, privilege, grantable in _table_grants(connection, table):
+            roles.add(role)
+            statements.append(
+                Statement(
+                    f"GRANT {privilege} ON {view} TO {_role(dialect, role)}"
+                    + (" WITH GRANT OPTION" if grantable else "")
+                )
+            )
+    statements += [
+        Statement(f"GRANT USAGE ON SCHEMA {schema} TO {_role(dialect, role)}")
+        for role in sorted(roles)
+    ]
+    return statements
+
+
+def _role(dialect: Dialect, role: str) -> str:
+    return "PUBLIC" if role == "PUBLIC" else _q(dialect, role)
+
+
+def _table_grants(connection: Connection, table: str) -> list[tuple[str, str, bool]]:
+    """``(grantee, privilege, grantable)`` of ``table``'s privileges a view can have:
+    the application's roles use the views with the privileges they have on the
+    tables (the views read the tables with their owner's, the migration's role)."""
+    return [
+        (str(grantee), str(privilege), bool(grantable))
+        for grantee, privilege, grantable in connection.execute(
+            sa.text(
+                "SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,"
+                " a.privilege_type, a.is_grantable FROM pg_class c, aclexplode(c.relacl) a"
+                " WHERE c.oid = to_regclass(:t) AND a.grantee <> c.relowner"
+                " AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE')"
+                " ORDER BY 1, 2"
+            ),
+            {"t": _q(connection.dialect, table)},
+        ).all()
+    ]
+
+
+def _drop_views(dialect: Dialect, plan: PkMigrationPlan, version: Version) -> list[Statement]:
+    """Drop ``version``'s views of this migration, and its schema once empty (another
+    migration's views may still be in it)."""
+    schemas = plan_schemas(plan)
+    if schemas is None:
+        return []
+    schema = schemas[version]
+    statements = [
+        Statement(f"DROP VIEW IF EXISTS {_q(dialect, schema)}.{_q(dialect, table)}")
+        for table in _tables(plan)
+    ]
+    # Every object in a schema depends on it (pg_depend): none left, it goes.
+    body = (
+        "DECLARE s oid;\nBEGIN\n"
+        f"SELECT oid INTO s FROM pg_namespace WHERE nspname = {literal_for(dialect, schema)};\n"
+        "IF s IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_depend WHERE refclassid ="
+        " 'pg_namespace'::regclass AND refobjid = s) THEN\n"
+        f"  EXECUTE format('DROP SCHEMA %I', {literal_for(dialect, schema)});\n"
+        "END IF;\nEND"
+    )
+    tag = "$sqla_ids_versions$"
+    while tag in body:
+        tag = tag[:-1] + "_$"
+    statements.append(Statement(f"DO {tag}\n{body}\n{tag}"))
+    return statements
+
+
+def expand_views(connection: Connection, plan: PkMigrationPlan) -> list[Statement]:
+    """At the expand's end: *after* as views over the base tables (*before*)."""
+    return _create_views(connection, plan, "after")
+
+
+def swap_views_first(connection: Connection, plan: PkMigrationPlan) -> list[Statement]:
+    """First in the swap's transaction: *after*'s views go (the base tables become
+    *after*; the views would otherwise follow their columns' renames)."""
+    return _drop_views(connection.dialect, plan, "after")
+
+
+def swap_views_last(connection: Connection, plan: PkMigrationPlan) -> list[Statement]:
+    """Last in the swap's transaction: *before* as views over the base tables.
+    Built before the swap's statements run, from the columns' pre-swap names
+    (see :func:`_renamed`)."""
+    return _create_views(connection, plan, "before")
+
+
+def old_indexes(plan: PkMigrationPlan) -> list[tuple[str, str, str, bool]]:
+    """``(table, column, index name, unique)`` built at the prepare on the old key
+    and each child's old reference, serving versions.
+
+    The swap moves the primary key and the children's indexes to the UUID
+    columns; *before* then reads the old ones -- an old instance looking a row
+    up by key, or a parent's children by reference -- which would have no
+    index left until the contract. Built ``CONCURRENTLY`` beside the ones in
+    use, they follow their columns through the swap (``<key>_old``, the parked
+    old values) and go at the contract or with an undo.
+    """
+    if plan_schemas(plan) is None:
+        return []
+    indexes = [(plan.table, plan.column, object_name(plan, "vk", 0), True)]
+    indexes += [
+        (ref.table, ref.column, object_name(plan, "vr", n), False) for n, ref in references(plan)
+    ]
+    return indexes
+
+
+def unprepare_indexes(plan: PkMigrationPlan) -> list[Ddl]:
+    """Undoing the swap: the old columns' indexes go first (``CONCURRENTLY``, no
+    blocking lock), before the undo builds the old key's unique index and the
+    foreign keys over it -- which PostgreSQL would otherwise attach to the
+    unique index already there, and the undo could not drop it after."""
+    return [
+        Ddl(
+            f"drop index {name}",
+            lambda c, name=name: [  # type: ignore[misc]
+                Statement(f"DROP INDEX CONCURRENTLY IF EXISTS {_q(c.dialect, name)}")
+            ],
+            Mode.AUTOCOMMIT,
+        )
+        for _, _, name, _ in old_indexes(plan)
+    ]
+
+
+def drop_all_views(dialect: Dialect, plan: PkMigrationPlan) -> list[Statement]:
+    """Both versions' views and the old columns' indexes (contract, undo): before
+    the columns they read go."""
+    return (
+        _drop_views(dialect, plan, "after")
+        + _drop_views(dialect, plan, "before")
+        + [
+            Statement(f"DROP INDEX IF EXISTS {_q(dialect, name)}")
+            for _, _, name, _ in old_indexes(plan)
+        ]
+    )
+
+
+def version_views(connection: Connection, plan: PkMigrationPlan) -> set[str]:
+    """This migration's views, in ``pg_describe_object``'s words (``view
+    sqla_ids_after.item``): the objects-created-since guard leaves them out."""
+    schemas = plan_schemas(plan)
+    if schemas is None:
+        return set()
+    return set(
+        connection.execute(
+            sa.text(
+                "SELECT pg_describe_object('pg_class'::regclass, c.oid, 0) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = ANY(:s) AND c.relkind = 'v' AND c.relname = ANY(:t)"
+            ),
+            {"s": sorted(schemas.values()), "t": _tables(plan)},
+        ).scalars()
+    )
+
+
+def version_refusals(connection: Connection, plan: PkMigrationPlan) -> list[str]:
+    """A view of the same name already in a version schema (another migration's,
+    sharing a child with this one, or the application's): refused by name."""
+    schemas = plan_schemas(plan)
+    if schemas is None:
+        return []
+    problems = []
+    taken = connection.execute(
+        sa.text(
+            "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n"
+            " ON n.oid = c.relnamespace WHERE n.nspname = ANY(:s) AND c.relname = ANY(:t)"
+            " ORDER BY 1, 2"
+        ),
+        {"s": sorted(schemas.values()), "t": _tables(plan)},
+    ).all()
+    for schema, table in taken:
+        problems.append(
+            f"versions: {schema}.{table} exists already (another online migration with versions"
+            f" sharing {table}, or an object of the application): contract that migration"
+            " first, drop the object, or choose another prefix (versions='<prefix>')"
+        )
+    return problems
+
+
+def lock_views(connection: Connection, plan: PkMigrationPlan) -> list[Statement]:
+    """The versions' views locked before the tables, in a locked step (the swap,
+    its undo), which drops them.
+
+    An application statement through a view locks the view, then its table.
+    Locking the tables first and dropping the views after would wait for such
+    a statement while it waits for the tables: every attempt would end in the
+    lock timeout as long as the application keeps reading through the views.
+    ``LOCK TABLE`` on a view locks the view, then the tables it reads. The
+    parent's first: an application writes (and reads) a parent before its
+    children, and a step locking in another order would meet it half-way --
+    each waiting for the other until the step's lock timeout, attempt after
+    attempt while the application keeps writing.
+    """
+    schemas = plan_schemas(plan)
+    if schemas is None:
+        return []
+    dialect = connection.dialect
+    names = [
+        f"{_q(dialect, schema)}.{_q(dialect, table)}"
+        for schema in sorted(schemas.values())
+        for table in [plan.table, *(t for t in _tables(plan) if t != plan.table)]
+    ]
+    present = [
+        name
+        for name in names
+        if connection.execute(sa.text("SELECT to_regclass(:n)"), {"n": name}).scalar()
+    ]
+    if not present:
+        return []
+    return [Statement(f"LOCK TABLE {', '.join(present)} IN ACCESS EXCLUSIVE MODE")]

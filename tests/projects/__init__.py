@@ -1,0 +1,1 @@
+"""Small real applications, one per framework, run against the real servers by the tests."""

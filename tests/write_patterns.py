@@ -1,0 +1,523 @@
+"""Application write patterns, run against a table being migrated online.
+
+Each pattern is the kind of statement real application code sends -- ORM-style
+insert-then-child, a data-modifying CTE, a child before its parent under a
+deferred foreign key, upserts, ``COPY``/``LOAD DATA``, multi-table statements,
+cascades, key changes -- and records what it means (which shop each item,
+review, note and sub-shop belongs to, by their names). :func:`check` then
+compares the database with those meanings, so a pattern passes only if its
+statement succeeded *and* every row points where it was written to point.
+
+Before the swap the application uses the old keys; from the swap on, the new
+ones (docs/migration.md: code that sends or computes with an old-type key is
+switched at the swap). The schema (:func:`create_schema`) has a
+self-reference, a ``NOT NULL`` child with ``ON DELETE CASCADE`` and ``ON UPDATE
+CASCADE`` (``DEFERRABLE`` on PostgreSQL), a nullable ``SET NULL`` child, a child
+that gets truncated, and application triggers that must never see the
+migration's own writes: a ``BEFORE UPDATE`` trigger stamping ``updated_at`` and
+an audit trigger logging every update (pagila-style).
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from sqla_ids import uuid7
+
+SEED_SHOPS = 40
+SEED_ITEMS = 200
+
+
+def create_schema(engine: Engine) -> None:
+    """The shop schema, seeded (see the module docstring)."""
+    pg = engine.dialect.name == "postgresql"
+    with engine.begin() as conn:
+        if pg:
+            for sql in (
+                "CREATE TABLE shop (id bigserial PRIMARY KEY, name text NOT NULL UNIQUE,"
+                " parent_id bigint REFERENCES shop (id) ON DELETE SET NULL ON UPDATE CASCADE,"
+                " n int NOT NULL DEFAULT 0, updated_at timestamptz)",
+                "CREATE TABLE item (id bigserial PRIMARY KEY, shop_id bigint NOT NULL"
+                " REFERENCES shop (id) ON DELETE CASCADE ON UPDATE CASCADE"
+                " DEFERRABLE INITIALLY IMMEDIATE, label text NOT NULL UNIQUE)",
+                "CREATE INDEX item_shop ON item (shop_id)",
+                "CREATE TABLE review (id bigserial PRIMARY KEY, shop_id bigint REFERENCES shop (id)"
+                " ON DELETE SET NULL ON UPDATE CASCADE, body text NOT NULL UNIQUE)",
+                "CREATE TABLE note (id bigserial PRIMARY KEY, shop_id bigint NOT NULL"
+                " REFERENCES shop (id) ON DELETE CASCADE, text text NOT NULL)",
+                "CREATE TABLE shop_audit (id bigserial PRIMARY KEY, name text, what text)",
+                "CREATE FUNCTION shop_stamp() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN NEW.updated_at := now(); RETURN NEW; END $$",
+                "CREATE TRIGGER shop_stamp BEFORE UPDATE ON shop FOR EACH ROW"
+                " EXECUTE FUNCTION shop_stamp()",
+                "CREATE FUNCTION shop_log() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN INSERT INTO shop_audit (name, what) VALUES (NEW.name, 'update');"
+                " RETURN NULL; END $$",
+                "CREATE TRIGGER shop_log AFTER UPDATE ON shop FOR EACH ROW"
+                " EXECUTE FUNCTION shop_log()",
+            ):
+                conn.exec_driver_sql(sql)
+        else:
+            for sql in (
+                "CREATE TABLE shop (id BIGINT AUTO_INCREMENT PRIMARY KEY,"
+                " name VARCHAR(60) NOT NULL UNIQUE, parent_id BIGINT NULL,"
+                " n INT NOT NULL DEFAULT 0,"
+                " updated_at TIMESTAMP(6) NULL DEFAULT NULL ON UPDATE CURRENT_TIMESTAMP(6),"
+                " CONSTRAINT shop_parent FOREIGN KEY (parent_id) REFERENCES shop (id)"
+                " ON DELETE SET NULL ON UPDATE CASCADE)",
+                "CREATE TABLE item (id BIGINT AUTO_INCREMENT PRIMARY KEY, shop_id BIGINT NOT NULL,"
+                " label VARCHAR(60) NOT NULL UNIQUE, KEY item_shop (shop_id),"
+                " CONSTRAINT item_shop_fk FOREIGN KEY (shop_id) REFERENCES shop (id)"
+                " ON DELETE CASCADE ON UPDATE CASCADE)",
+                "CREATE TABLE review (id BIGINT AUTO_INCREMENT PRIMARY KEY, shop_id BIGINT NULL,"
+                " body VARCHAR(60) NOT NULL UNIQUE, CONSTRAINT review_shop FOREIGN KEY (shop_id)"
+                " REFERENCES shop (id) ON DELETE SET NULL ON UPDATE CASCADE)",
+                "CREATE TABLE note (id BIGINT AUTO_INCREMENT PRIMARY KEY, shop_id BIGINT NOT NULL,"
+                " text VARCHAR(60) NOT NULL, CONSTRAINT note_shop FOREIGN KEY (shop_id)"
+                " REFERENCES shop (id) ON DELETE CASCADE)",
+            ):
+                conn.exec_driver_sql(sql)
+        shop = sa.table("shop", sa.column("name"))
+        conn.execute(sa.insert(shop), [{"name": f"seed{n}"} for n in range(1, SEED_SHOPS + 1)])
+        ids = dict(conn.exec_driver_sql("SELECT name, id FROM shop").all())
+        item = sa.table("item", sa.column("shop_id"), sa.column("label"))
+        conn.execute(
+            sa.insert(item),
+            [
+                {"shop_id": ids[f"seed{1 + n % SEED_SHOPS}"], "label": f"seed-i{n}"}
+                for n in range(SEED_ITEMS)
+            ],
+        )
+
+
+@dataclass
+class Expected:
+    """What the application wrote means: every row's parent, by names."""
+
+    items: dict[str, str | None] = field(default_factory=dict)
+    reviews: dict[str, str | None] = field(default_factory=dict)
+    notes: dict[str, str | None] = field(default_factory=dict)
+    parents: dict[str, str | None] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+    updates: int = 0
+    """Application UPDATEs of ``shop`` rows (each logged once by the audit trigger)."""
+
+
+@dataclass
+class Context:
+    """What a pattern gets: the engine, where the migration stands, a fresh tag."""
+
+    engine: Engine
+    swapped: bool
+    tag: str
+    expected: Expected
+
+    @property
+    def pg(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    def explicit_key(self, conn: Connection) -> Any:
+        """A key the application chooses itself (fixtures, imports): the next
+        sequence value before the swap, a UUIDv7 from the swap on."""
+        if self.swapped:
+            return str(uuid7())
+        if self.pg:
+            return conn.exec_driver_sql(
+                "SELECT nextval(pg_get_serial_sequence('shop', 'id'))"
+            ).scalar_one()
+        top = conn.exec_driver_sql("SELECT COALESCE(MAX(id), 0) FROM shop").scalar_one()
+        return int(top) + 1000
+
+    def shop(self, conn: Connection, name: str) -> Any:
+        """A new shop's key, inserted the way ORM code does (RETURNING /
+        LAST_INSERT_ID)."""
+        if self.pg:
+            return conn.execute(
+                sa.text("INSERT INTO shop (name) VALUES (:n) RETURNING id"), {"n": name}
+            ).scalar_one()
+        conn.execute(sa.text("INSERT INTO shop (name) VALUES (:n)"), {"n": name})
+        return key_of(conn, name)
+
+
+def has_column(conn: Connection, table: str, column: str) -> bool:
+    """Whether ``table`` has ``column`` now."""
+    return column in {c["name"] for c in sa.inspect(conn).get_columns(table)}
+
+
+def key_of(conn: Connection, name: str) -> Any:
+    """The key of shop ``name``, as the database holds it now."""
+    return conn.execute(sa.text("SELECT id FROM shop WHERE name = :n"), {"n": name}).scalar_one()
+
+
+Pattern = Callable[[Connection, Context], None]
+
+
+def p_insert_then_child(conn: Connection, ctx: Context) -> None:
+    key = ctx.shop(conn, f"orm-{ctx.tag}")
+    conn.execute(
+        sa.text("INSERT INTO item (shop_id, label) VALUES (:s, :l)"),
+        {"s": key, "l": f"orm-{ctx.tag}"},
+    )
+    ctx.expected.items[f"orm-{ctx.tag}"] = f"orm-{ctx.tag}"
+
+
+def p_cte_parent_and_child(conn: Connection, ctx: Context) -> None:
+    conn.execute(
+        sa.text(
+            "WITH p AS (INSERT INTO shop (name) VALUES (:n) RETURNING id)"
+            " INSERT INTO item (shop_id, label) SELECT id, :l FROM p"
+        ),
+        {"n": f"cte-{ctx.tag}", "l": f"cte-{ctx.tag}"},
+    )
+    ctx.expected.items[f"cte-{ctx.tag}"] = f"cte-{ctx.tag}"
+
+
+def p_child_before_parent(conn: Connection, ctx: Context) -> None:
+    """A child written before its parent: a deferred foreign key (PostgreSQL),
+    foreign key checks off for the session (MariaDB imports and fixtures)."""
+    key = ctx.explicit_key(conn)
+    if ctx.pg:
+        conn.exec_driver_sql("SET CONSTRAINTS ALL DEFERRED")
+    else:
+        conn.exec_driver_sql("SET SESSION foreign_key_checks = 0")
+    try:
+        conn.execute(
+            sa.text("INSERT INTO item (shop_id, label) VALUES (:s, :l)"),
+            {"s": key, "l": f"early-{ctx.tag}"},
+        )
+        conn.execute(
+            sa.text("INSERT INTO shop (id, name) VALUES (:k, :n)"),
+            {"k": key, "n": f"late-{ctx.tag}"},
+        )
+    finally:
+        if not ctx.pg:
+            conn.exec_driver_sql("SET SESSION foreign_key_checks = 1")
+    ctx.expected.items[f"early-{ctx.tag}"] = f"late-{ctx.tag}"
+
+
+def p_self_reference_in_one_statement(conn: Connection, ctx: Context) -> None:
+    key = ctx.explicit_key(conn)
+    conn.execute(
+        sa.text("INSERT INTO shop (id, name, parent_id) VALUES (:k, :n, :k)"),
+        {"k": key, "n": f"self-{ctx.tag}"},
+    )
+    ctx.expected.parents[f"self-{ctx.tag}"] = f"self-{ctx.tag}"
+
+
+def p_sub_shop(conn: Connection, ctx: Context) -> None:
+    conn.execute(
+        sa.text("INSERT INTO shop (name, parent_id) SELECT :n, id FROM shop WHERE name = 'seed3'"),
+        {"n": f"sub-{ctx.tag}"},
+    )
+    ctx.expected.parents[f"sub-{ctx.tag}"] = "seed3"
+
+
+def p_insert_select(conn: Connection, ctx: Context) -> None:
+    conn.execute(
+        sa.text(
+            "INSERT INTO item (shop_id, label) SELECT id, CONCAT(CAST(:l AS VARCHAR(40)), name)"
+            " FROM shop WHERE name IN ('seed4', 'seed5')"
+        ),
+        {"l": f"sel-{ctx.tag}-"},
+    )
+    for shop in ("seed4", "seed5"):
+        ctx.expected.items[f"sel-{ctx.tag}-{shop}"] = shop
+
+
+def p_multi_row(conn: Connection, ctx: Context) -> None:
+    six, seven = key_of(conn, "seed6"), key_of(conn, "seed7")
+    conn.execute(
+        sa.text("INSERT INTO item (shop_id, label) VALUES (:a, :la), (:b, :lb)"),
+        {"a": six, "la": f"multi-a-{ctx.tag}", "b": seven, "lb": f"multi-b-{ctx.tag}"},
+    )
+    ctx.expected.items[f"multi-a-{ctx.tag}"] = "seed6"
+    ctx.expected.items[f"multi-b-{ctx.tag}"] = "seed7"
+
+
+def p_upsert(conn: Connection, ctx: Context) -> None:
+    """Upserts: a shop counted up, an item moved by its natural key."""
+    if ctx.pg:
+        conn.exec_driver_sql(
+            "INSERT INTO shop (name) VALUES ('seed8')"
+            " ON CONFLICT (name) DO UPDATE SET n = shop.n + 1"
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO item (shop_id, label) SELECT id, 'seed-i9' FROM shop"
+                " WHERE name = 'seed9' ON CONFLICT (label) DO UPDATE SET shop_id = EXCLUDED.shop_id"
+            )
+        )
+    else:
+        conn.exec_driver_sql(
+            "INSERT INTO shop (name) VALUES ('seed8') ON DUPLICATE KEY UPDATE n = n + 1"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO item (shop_id, label) SELECT id, 'seed-i9' FROM shop WHERE name = 'seed9'"
+            " ON DUPLICATE KEY UPDATE shop_id = VALUES(shop_id)"
+        )
+    ctx.expected.updates += 1
+    ctx.expected.items["seed-i9"] = "seed9"
+
+
+def p_replace_or_insert_ignore(conn: Connection, ctx: Context) -> None:
+    """MariaDB's ``REPLACE`` (a delete and an insert) and ``INSERT IGNORE``;
+    PostgreSQL's ``ON CONFLICT DO NOTHING``."""
+    ten = key_of(conn, "seed10")
+    if ctx.pg:
+        conn.execute(
+            sa.text("INSERT INTO item (shop_id, label) VALUES (:s, :l) ON CONFLICT DO NOTHING"),
+            {"s": ten, "l": f"ign-{ctx.tag}"},
+        )
+    else:
+        conn.execute(
+            sa.text("REPLACE INTO item (shop_id, label) VALUES (:s, 'seed-i10')"), {"s": ten}
+        )
+        ctx.expected.items["seed-i10"] = "seed10"
+        conn.execute(
+            sa.text("INSERT IGNORE INTO item (shop_id, label) VALUES (:s, :l)"),
+            {"s": ten, "l": f"ign-{ctx.tag}"},
+        )
+    ctx.expected.items[f"ign-{ctx.tag}"] = "seed10"
+
+
+def p_bulk_load(conn: Connection, ctx: Context) -> None:
+    """``COPY`` (PostgreSQL) / ``LOAD DATA LOCAL INFILE`` (MariaDB) of items."""
+    eleven = key_of(conn, "seed11")
+    rows = [(str(eleven), f"bulk-{ctx.tag}-{n}") for n in range(3)]
+    if ctx.pg:
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        with cursor.copy("COPY item (shop_id, label) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+    else:
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False, newline="") as f:
+            csv.writer(f, lineterminator="\n").writerows(rows)
+        try:
+            conn.exec_driver_sql(
+                f"LOAD DATA LOCAL INFILE '{Path(f.name).as_posix()}' INTO TABLE item"
+                " FIELDS TERMINATED BY ',' (shop_id, label)"
+            )
+        finally:
+            Path(f.name).unlink()
+    for _, label in rows:
+        ctx.expected.items[label] = "seed11"
+
+
+def p_move_child(conn: Connection, ctx: Context) -> None:
+    conn.exec_driver_sql(
+        "UPDATE item SET shop_id = (SELECT id FROM shop WHERE name = 'seed12')"
+        " WHERE label = 'seed-i13'"
+    )
+    ctx.expected.items["seed-i13"] = "seed12"
+
+
+def p_multi_table(conn: Connection, ctx: Context) -> None:
+    """``UPDATE … FROM`` / ``UPDATE … JOIN`` and ``DELETE … USING`` / ``DELETE … JOIN``."""
+    conn.execute(
+        sa.text("INSERT INTO review (shop_id, body) VALUES (:s, :b)"),
+        {"s": key_of(conn, "seed14"), "b": f"join-{ctx.tag}"},
+    )
+    if ctx.pg:
+        conn.execute(
+            sa.text(
+                "UPDATE review r SET shop_id = s.id FROM shop s"
+                " WHERE s.name = 'seed15' AND r.body = :b"
+            ),
+            {"b": f"join-{ctx.tag}"},
+        )
+        conn.execute(
+            sa.text(
+                "DELETE FROM item i USING shop s WHERE i.shop_id = s.id"
+                " AND s.name = 'seed16' AND i.label = 'seed-i15'"
+            )
+        )
+    else:
+        conn.execute(
+            sa.text(
+                "UPDATE review r JOIN shop s ON s.name = 'seed15' SET r.shop_id = s.id"
+                " WHERE r.body = :b"
+            ),
+            {"b": f"join-{ctx.tag}"},
+        )
+        conn.exec_driver_sql(
+            "DELETE i FROM item i JOIN shop s ON i.shop_id = s.id"
+            " WHERE s.name = 'seed16' AND i.label = 'seed-i15'"
+        )
+    ctx.expected.reviews[f"join-{ctx.tag}"] = "seed15"
+    ctx.expected.items.pop("seed-i15", None)
+
+
+def p_rekey_parent(conn: Connection, ctx: Context) -> None:
+    """The key of a shop changes; ``ON UPDATE CASCADE`` follows it."""
+    name = f"rekey-{ctx.tag}"
+    key = ctx.shop(conn, name)
+    conn.execute(
+        sa.text("INSERT INTO item (shop_id, label) VALUES (:s, :l)"), {"s": key, "l": name}
+    )
+    new = ctx.explicit_key(conn)
+    conn.execute(sa.text("UPDATE shop SET id = :k WHERE name = :n"), {"k": new, "n": name})
+    ctx.expected.items[name] = name
+    ctx.expected.updates += 1
+
+
+def p_delete_cascade_and_set_null(conn: Connection, ctx: Context) -> None:
+    name = f"gone-{ctx.tag}"
+    key = ctx.shop(conn, name)
+    conn.execute(
+        sa.text("INSERT INTO item (shop_id, label) VALUES (:s, :l)"), {"s": key, "l": name}
+    )
+    conn.execute(
+        sa.text("INSERT INTO review (shop_id, body) VALUES (:s, :b)"), {"s": key, "b": name}
+    )
+    conn.execute(sa.text("DELETE FROM shop WHERE name = :n"), {"n": name})
+    ctx.expected.deleted.add(name)
+    ctx.expected.items.pop(name, None)
+    ctx.expected.reviews[name] = None
+
+
+def p_truncate(conn: Connection, ctx: Context) -> None:
+    """A child emptied with ``TRUNCATE``, then written again."""
+    conn.execute(
+        sa.text("INSERT INTO note (shop_id, text) VALUES (:s, 'before')"),
+        {"s": key_of(conn, "seed17")},
+    )
+    conn.exec_driver_sql("TRUNCATE TABLE note")  # MariaDB: commits the insert
+    ctx.expected.notes.clear()
+    conn.execute(
+        sa.text("INSERT INTO note (shop_id, text) VALUES (:s, :t)"),
+        {"s": key_of(conn, "seed18"), "t": f"note-{ctx.tag}"},
+    )
+    ctx.expected.notes[f"note-{ctx.tag}"] = "seed18"
+
+
+def p_replica_role(conn: Connection, ctx: Context) -> None:
+    """PostgreSQL: a session replaying rows as a replica (no user triggers, no
+    foreign key checks): a child before its parent."""
+    key = ctx.explicit_key(conn)
+    conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+    conn.execute(
+        sa.text("INSERT INTO item (shop_id, label) VALUES (:s, :l)"),
+        {"s": key, "l": f"replica-{ctx.tag}"},
+    )
+    conn.execute(
+        sa.text("INSERT INTO shop (id, name) VALUES (:k, :n)"),
+        {"k": key, "n": f"replica-{ctx.tag}"},
+    )
+    ctx.expected.items[f"replica-{ctx.tag}"] = f"replica-{ctx.tag}"
+
+
+def p_touch_parent(conn: Connection, ctx: Context) -> None:
+    """An application update of a shop (the stamp and audit triggers fire)."""
+    conn.exec_driver_sql("UPDATE shop SET n = n + 1 WHERE name = 'seed19'")
+    ctx.expected.updates += 1
+
+
+COMMON: dict[str, Pattern] = {
+    "insert then child": p_insert_then_child,
+    "child before parent": p_child_before_parent,
+    "self-reference in one statement": p_self_reference_in_one_statement,
+    "sub-shop by INSERT ... SELECT": p_sub_shop,
+    "INSERT ... SELECT children": p_insert_select,
+    "multi-row VALUES": p_multi_row,
+    "upsert": p_upsert,
+    "REPLACE / INSERT IGNORE / DO NOTHING": p_replace_or_insert_ignore,
+    "COPY / LOAD DATA": p_bulk_load,
+    "move a child": p_move_child,
+    "multi-table UPDATE and DELETE": p_multi_table,
+    "key update with ON UPDATE CASCADE": p_rekey_parent,
+    "delete: cascade and SET NULL": p_delete_cascade_and_set_null,
+    "TRUNCATE a child": p_truncate,
+    "update a parent (application triggers)": p_touch_parent,
+}
+POSTGRESQL_ONLY: dict[str, Pattern] = {
+    "data-modifying CTE: parent and child": p_cte_parent_and_child,
+    "replica session: child before parent": p_replica_role,
+}
+
+
+def patterns(engine: Engine) -> dict[str, Pattern]:
+    """Every pattern the database can run."""
+    if engine.dialect.name == "postgresql":
+        return {**COMMON, **POSTGRESQL_ONLY}
+    return dict(COMMON)
+
+
+_tags = itertools.count(1)
+
+
+def run_all(engine: Engine, swapped: bool, expected: Expected, where: str) -> dict[str, str]:
+    """Run every pattern once, each in its own transaction; the failures by pattern."""
+    failures: dict[str, str] = {}
+    for name, pattern in patterns(engine).items():
+        ctx = Context(engine, swapped, f"{next(_tags)}", expected)
+        try:
+            with engine.begin() as conn:
+                pattern(conn, ctx)
+        except sa.exc.DBAPIError as error:
+            failures[f"{where}: {name}"] = str(error.orig).splitlines()[0]
+    return failures
+
+
+def check(engine: Engine, expected: Expected) -> list[str]:
+    """Where the database disagrees with what the application wrote (empty: nowhere)."""
+    problems: list[str] = []
+    with engine.connect() as conn:
+        for table, column, wanted in (
+            ("item", "label", expected.items),
+            ("review", "body", expected.reviews),
+            ("note", "text", expected.notes),
+        ):
+            actual = dict(
+                conn.exec_driver_sql(
+                    f"SELECT c.{column}, s.name FROM {table} c LEFT JOIN shop s ON s.id = c.shop_id"
+                ).all()
+            )
+            for natural, shop in wanted.items():
+                if natural not in actual:
+                    problems.append(f"{table} {natural!r} is missing")
+                elif actual[natural] != shop:
+                    problems.append(
+                        f"{table} {natural!r} points at {actual[natural]!r}, not {shop!r}"
+                    )
+            orphans = conn.exec_driver_sql(
+                f"SELECT count(*) FROM {table} c WHERE c.shop_id IS NOT NULL"
+                " AND NOT EXISTS (SELECT 1 FROM shop s WHERE s.id = c.shop_id)"
+            ).scalar_one()
+            if orphans:
+                problems.append(f"{table}: {orphans} rows point at no shop")
+        parents = dict(
+            conn.exec_driver_sql(
+                "SELECT s.name, p.name FROM shop s LEFT JOIN shop p ON p.id = s.parent_id"
+            ).all()
+        )
+        for name, parent in expected.parents.items():
+            if parents.get(name, "missing") != parent:
+                problems.append(f"shop {name!r} has parent {parents.get(name)!r}, not {parent!r}")
+        for name in expected.deleted:
+            if name in parents:
+                problems.append(f"shop {name!r} was deleted but is there")
+        if engine.dialect.name == "postgresql":
+            audited = conn.exec_driver_sql("SELECT count(*) FROM shop_audit").scalar_one()
+            if audited != expected.updates:
+                problems.append(
+                    f"the audit trigger logged {audited} updates; the application made"
+                    f" {expected.updates}"
+                )
+        stamped = conn.execute(
+            sa.text(
+                "SELECT count(*) FROM shop WHERE name LIKE 'seed%' AND updated_at IS NOT NULL"
+                " AND name NOT IN ('seed8', 'seed19')"
+            )
+        ).scalar_one()
+        if stamped:
+            problems.append(f"{stamped} seed shops the application never updated were stamped")
+    return problems
