@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,33 @@ def migrate_online(engine: Engine, phase: str, **options: Any) -> None:
         )
 
 
+SNAPSHOT_TOO_OLD = frozenset({1412, 159})
+"""InnoDB cannot read through an index built after a ``REPEATABLE READ``
+transaction took its snapshot: MySQL's ``ER_TABLE_DEF_CHANGED`` (1412, "please
+retry transaction"), MariaDB's handler error 159 ("insufficient history for
+index"). Any online index build does this, by any tool; the application retries
+the transaction (docs/migration.md, On MariaDB)."""
+
+
+def one_transaction(work: Callable[[], None], saved: Callable[[], Callable[[], None]]) -> int:
+    """Run ``work`` (one application transaction and its bookkeeping), once more
+    if InnoDB refused its snapshot (:data:`SNAPSHOT_TOO_OLD`). ``saved()`` returns
+    what puts the bookkeeping back: a transaction that rolled back leaves none
+    (else a later statement looks up a row that was never committed). Returns
+    the number of retries; any other error, or a second refusal, is raised."""
+    for attempt in (0, 1):
+        restore = saved()
+        try:
+            work()
+            return attempt
+        except sa.exc.DBAPIError as error:
+            restore()
+            code = error.orig.args[0] if error.orig is not None and error.orig.args else None
+            if attempt or code not in SNAPSHOT_TOO_OLD:
+                raise
+    raise AssertionError("unreachable")
+
+
 class Writer(threading.Thread):
     """The application: mixed writes, each its own transaction, all recorded."""
 
@@ -162,6 +190,7 @@ class Writer(threading.Thread):
         self.key_updates = key_updates
         self.stop = threading.Event()
         self.failures: list[str] = []
+        self.retried = 0  # transactions run again (SNAPSHOT_TOO_OLD)
         self.statements = 0
         self.n = 0  # transactions begun so far (failures are numbered by it)
         self.item_shop: dict[str, str | None] = {}  # label -> shop name it must point at
@@ -190,11 +219,24 @@ class Writer(threading.Thread):
             self.n += 1
             n = self.n
             try:
-                self._one(n, f"{self.prefix}{n}")
+                self.retried += one_transaction(
+                    partial(self._one, n, f"{self.prefix}{n}"), self._saved
+                )
                 self.statements += 1
             except sa.exc.DBAPIError as error:
                 self.failures.append(f"{n}: {str(error.orig).splitlines()[0]}")
             time.sleep(0.002)
+
+    def _saved(self) -> Callable[[], None]:
+        """What puts this writer's bookkeeping back as it is now."""
+        items, reviews = dict(self.item_shop), dict(self.review_shop)
+        deleted, rekeyed = set(self.deleted), set(self.rekeyed)
+
+        def restore() -> None:
+            self.item_shop, self.review_shop = items, reviews
+            self.deleted, self.rekeyed = deleted, rekeyed
+
+        return restore
 
     def _one(self, n: int, tag: str) -> None:
         shop_of = f"SELECT id FROM {self.shops} WHERE name = :s"

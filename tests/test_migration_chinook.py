@@ -14,16 +14,17 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requirements as requires
 import sqlalchemy as sa
-from online_app import running
+from online_app import one_transaction, running
 from sqlalchemy.engine import URL, Engine
 
 from sqla_ids.errors import MigrationRefusedError
@@ -249,6 +250,7 @@ class _ChinookApp(threading.Thread):
         self.n = {name: _name(_dialect(engine), name) for name in _WORDS}
         self.stop = threading.Event()
         self.failures: list[str] = []
+        self.retried = 0  # transactions run again (online_app.SNAPSHOT_TOO_OLD)
         self.invoices: dict[str, str] = {}  # BillingAddress tag -> customer email
         self.albums: dict[str, str] = {}  # album title -> artist name
         self.staff: dict[str, str] = {}  # employee email -> manager email
@@ -264,12 +266,24 @@ class _ChinookApp(threading.Thread):
         while not (self.stop.is_set() and self._enough()):
             step += 1
             try:
-                with self.engine.begin() as conn:
-                    self._one(conn, step)
+                self.retried += one_transaction(partial(self._transaction, step), self._saved)
             except sa.exc.DBAPIError as error:
                 self.failures.append(f"{step}: {str(error.orig).splitlines()[0]}")
             time.sleep(0.003)
         self.engine.dispose()
+
+    def _transaction(self, step: int) -> None:
+        with self.engine.begin() as conn:
+            self._one(conn, step)
+
+    def _saved(self) -> Callable[[], None]:
+        """What puts this application's bookkeeping back as it is now."""
+        invoices, albums, staff = dict(self.invoices), dict(self.albums), dict(self.staff)
+
+        def restore() -> None:
+            self.invoices, self.albums, self.staff = invoices, albums, staff
+
+        return restore
 
     def _one(self, conn: sa.Connection, step: int) -> None:
         n, q = self.n, sa.text

@@ -45,16 +45,17 @@ import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import datasets
 import pytest
 import sqlalchemy as sa
 from dbsnapshot import relations, rows, schema
-from online_app import Writer
+from online_app import Writer, one_transaction
 from sqlalchemy.engine import Connection, Engine
 from test_migration_chinook import _WORDS, _ChinookApp, _dialect, _name
 
@@ -278,6 +279,16 @@ class ChinookApp(_ChinookApp):
             with self.progress.changed:
                 self.progress.changed.notify_all()
 
+    def _saved(self) -> Callable[[], None]:
+        restore = super()._saved()
+        moved, audit = set(self.moved), Counter(self.audit.rows)
+
+        def restore_all() -> None:
+            restore()
+            self.moved, self.audit.rows = moved, audit
+
+        return restore_all
+
     def check(self, engine: Engine) -> list[str]:
         """Every row written points where it was sent; the audit and ``last_update``
         saw exactly the application's writes."""
@@ -405,6 +416,16 @@ class SakilaApp(Writer):
         finally:
             with self.progress.changed:
                 self.progress.changed.notify_all()
+
+    def _saved(self) -> Callable[[], None]:
+        restore = super()._saved()
+        mine, parent, audit = list(self.mine), dict(self.parent), Counter(self.audit.rows)
+
+        def restore_all() -> None:
+            restore()
+            self.mine, self.parent, self.audit.rows = mine, parent, audit
+
+        return restore_all
 
     def _one(self, n: int, tag: str) -> None:
         with self.engine.begin() as conn:
@@ -739,10 +760,9 @@ def _after(sample: Sample, app: App) -> list[str]:
     for step in range(1_000_000, 1_000_030):
         try:
             if isinstance(app, ChinookApp):
-                with app.engine.begin() as conn:
-                    app._one(conn, step)
+                app.retried += one_transaction(partial(app._transaction, step), app._saved)
             else:
-                app._one(step, str(step))
+                app.retried += one_transaction(partial(app._one, step, str(step)), app._saved)
         except sa.exc.DBAPIError as error:
             app.failures.append(f"after, {step}: {str(error.orig).splitlines()[0]}")
     return app.check(sample.engine)
@@ -796,6 +816,7 @@ def test_every_accepted_key_online_with_the_application_writing(
         sample,
         test="up",
         failed=app.failures,
+        retried=app.retried,
         problems=problems,
         relations_equal=joined_after == joined,
         steps=dict(seen),
@@ -840,6 +861,7 @@ def test_undone_online_before_the_contract_gives_the_sample_back(
         sample,
         test=f"undo from {stop}",
         failed=app.failures,
+        retried=app.retried,
         problems=problems,
         schema_equal=restored[0] == original[0],
         rows_equal=restored[1] == original[1],

@@ -15,11 +15,13 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 
 import pytest
 import requirements as requires
 import sqlalchemy as sa
-from online_app import CURRENT_SCHEMA, running
+from online_app import CURRENT_SCHEMA, one_transaction, running
 from sqlalchemy.engine import Engine
 
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
@@ -110,11 +112,22 @@ class _App(threading.Thread):
         while not (self.stop.is_set() and self.steps > 50):
             self.steps += 1
             try:
-                with self.engine.begin() as conn:
-                    self._one(conn, self.steps)
+                one_transaction(partial(self._transaction, self.steps), self._saved)
             except sa.exc.DBAPIError as error:
                 self.failures.append(f"{self.steps}: {str(error.orig).splitlines()[0]}")
             time.sleep(0.002)
+
+    def _transaction(self, n: int) -> None:
+        with self.engine.begin() as conn:
+            self._one(conn, n)
+
+    def _saved(self) -> Callable[[], None]:
+        expected = dict(self.expected)
+
+        def restore() -> None:
+            self.expected = expected
+
+        return restore
 
     def _one(self, conn: sa.Connection, n: int) -> None:
         label, pa, pb = f"{self.prefix}{n}", f"p{self.rng.randrange(SEED)}", None
