@@ -94,31 +94,35 @@ def _base_url(dialect: str) -> URL:
     return make_url(os.environ.get("SQLA_IDS_TEST_MARIADB_URL", DEFAULT_MARIADB_URL))
 
 
-# --- the ``postgresql`` marker ------------------------------------------------------
+# --- the ``postgresql`` and ``mariadb`` markers ---------------------------------------
 # Every test that reaches PostgreSQL is marked ``postgresql`` at collection, so
 # ``SQLA_IDS_TEST_POSTGRESQL_URL=<another server> pytest -m postgresql`` runs
-# just those against another release (.ci/run does so on PostgreSQL 18): the
-# tests using the PostgreSQL fixtures, and those parametrized by dialect name
-# (``engine``, ``dialect``...) with a PostgreSQL case.
+# just those against another release (.ci/run does so on PostgreSQL 14, 16, 17
+# and 18): the tests using the PostgreSQL fixtures, and those parametrized by
+# dialect name (``engine``, ``dialect``...) with a PostgreSQL case. ``mariadb``
+# likewise (.ci/run's run on another Python leaves both out).
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "postgresql: reaches PostgreSQL (set at collection, see tests/conftest.py)"
-    )
+    for server, name in (("postgresql", "PostgreSQL"), ("mariadb", "MariaDB")):
+        config.addinivalue_line(
+            "markers", f"{server}: reaches {name} (set at collection, see tests/conftest.py)"
+        )
 
 
-def _reaches_postgresql(item: pytest.Item) -> bool:
-    if "postgresql_url" in getattr(item, "fixturenames", ()):
+def _reaches(item: pytest.Item, server: str) -> bool:
+    if any(name.startswith(server) for name in getattr(item, "fixturenames", ())):
         return True
     callspec = getattr(item, "callspec", None)
-    return callspec is not None and "postgresql" in callspec.id
+    return callspec is not None and server in callspec.id
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if _reaches_postgresql(item):
+        if _reaches(item, "postgresql"):
             item.add_marker(pytest.mark.postgresql)
+        if _reaches(item, "mariadb"):
+            item.add_marker(pytest.mark.mariadb)
 
 
 @pytest.fixture(scope="session")
