@@ -351,7 +351,10 @@ def test_killed_mid_backfill_then_resumed_with_the_application_writing(
             if process.poll() is None:
                 process.kill()
                 process.wait()
-        assert SHOPS // 3 <= _backfilled(engine) < SHOPS - len(writer.deleted)
+        # Killed mid-backfill: some parents have keys, not every one left (the
+        # application deletes parents meanwhile, those with keys too: a count
+        # taken before the kill may not hold after it).
+        assert 0 < _backfilled(engine) < SHOPS - len(writer.deleted)
         with engine.connect() as conn:
             migrate_pk_to_uuid7(conn, "shop s", PkMigrationOptions(online=True, batch_size=20))
         time.sleep(0.1)
