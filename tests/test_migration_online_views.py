@@ -389,8 +389,13 @@ def test_preflight_shows_the_views_in_the_swap(shop: Engine) -> None:
     if shop.dialect.name != "postgresql":
         assert not [s for s in sql if re.match(r"(CREATE|DROP)\b.*?\bVIEW\b", s)]
         return
-    lock = next(s for s in sql if s.startswith("LOCK TABLE "))
-    assert lock.index(_q(shop, OVER)) < lock.index(_q(shop, JOINED)) < lock.index('"shop s"')
+
+    # The swap's lock: one block naming what it locks as literals, in order.
+    def lit(name: str) -> str:
+        return _q(shop, name).replace("'", "''")
+
+    lock = next(s for s in sql if "LOCK TABLE" in s and lit(OVER) in s)
+    assert lock.index(lit(OVER)) < lock.index(lit(JOINED)) < lock.index("'\"shop s\"'")
     assert _q(shop, COUNTS) not in lock  # a materialized view cannot be locked
     swap = sql[sql.index(lock) :]
     drops = [n for n, s in enumerate(swap) if s.startswith("DROP ") and " VIEW " in s]

@@ -682,33 +682,56 @@ def _shared_indexes(connection: Connection, plan: PkMigrationPlan) -> list[str]:
 
 
 def check_recorded(
-    connection: Connection, backend: MigrationBackend, plan: PkMigrationPlan, reached: Reached
+    connection: Connection,
+    backend: MigrationBackend,
+    plan: PkMigrationPlan,
+    reached: Reached,
+    undoing: bool = False,
 ) -> None:
     """The migrated table must still show the phase the state table records: a
     table dropped and created again (a test database reset without the state
     table) would otherwise be taken for the migrated one -- "continued" by
-    doing nothing, or swapped back by renaming columns it never had."""
+    doing nothing, or swapped back by renaming columns it never had.
+
+    ``undoing``: an undo before the swap asks only for the table and its key.
+    It removes what the expand added one statement at a time where DDL commits
+    on its own (MariaDB), and is recorded as undone only at its end: stopped
+    after the parent's new column or the mapping went, it must still run again
+    (every one of its statements is built from what is left)."""
     phase = next((p for p in UP if p.reaches is reached), None)
     if phase is None or phase.shows is None:
         return
+    before_swap = undoing and reached is not Reached.SWAPPED
     either = phase.shows(plan)
     inspector = inspect(connection)
+    key_there = False
     if not inspector.has_table(plan.table):
         missing = [f"the table {plan.table}"]
     else:
         columns = backend.reflect.columns(connection, inspector, plan.table)
-        missing = [f"{plan.table}.{plan.column}"] if plan.column not in columns else []
-        if not any(c in columns for c in either):
+        key_there = plan.column in columns
+        missing = [] if key_there else [f"{plan.table}.{plan.column}"]
+        if not before_swap and not any(c in columns for c in either):
             missing.append(" or ".join(f"{plan.table}.{c}" for c in either))
     # (An undo of the swap drops the mapping before it ends: not asked for then.)
-    if reached is not Reached.SWAPPED and not inspector.has_table(plan.mapping_table):
+    if (
+        reached is not Reached.SWAPPED
+        and not before_swap
+        and not inspector.has_table(plan.mapping_table)
+    ):
         missing.append(f"the mapping table {plan.mapping_table}")
     if missing:
+        stopped_undo = (
+            "; or an undo (restore_pk_from_uuid7) was stopped half-way: run it again to finish"
+            if reached is not Reached.SWAPPED and key_there
+            else ""
+        )
         raise refuse(
             f"the state table records its online migration at {reached.value}, but"
             f" {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing: the"
             " tables were changed outside the migration (dropped and created again?); if so,"
-            f" delete the row of {plan.table!r} from {state.STATE_TABLE} to start over",
+            f" delete the row of {plan.table!r} from {state.STATE_TABLE} to start over"
+            + stopped_undo,
             plan.table,
         )
 
@@ -755,7 +778,7 @@ def undo(
     the transaction open on ``connection`` is only the state's read (ended
     before the online steps, which wait for no transaction)."""
     strategy = online_strategy(backend)
-    check_recorded(connection, backend, plan, reached)
+    check_recorded(connection, backend, plan, reached, undoing=True)
     half_swapped = reached is Reached.PREPARED and strategy.swap_began(connection, plan)
     if ours:
         connection.rollback()

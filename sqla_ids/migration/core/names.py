@@ -53,13 +53,14 @@ def references(plan: PkMigrationPlan) -> list[tuple[int, Reference]]:
 
 def rebuilt(plan: PkMigrationPlan) -> list[tuple[int, Dependent]]:
     """The indexes the online mode builds again over the new columns, with their
-    position in the plan (their temporary name's number): not primary keys, and
-    not the migrated table's own primary key index (listed among the dependents
-    when the table references itself)."""
+    position in the plan (their temporary name's number): a child's primary key
+    over a reference too (a link table's), not the migrated table's own primary
+    key (moved on its own; listed among the dependents when the table
+    references itself)."""
     return [
         (number, dep)
         for number, dep in enumerate(plan.dependents)
-        if dep.kind != "primary" and not (dep.table == plan.table and dep.name == plan.pk_name)
+        if not (dep.table == plan.table and (dep.kind == "primary" or dep.name == plan.pk_name))
     ]
 
 

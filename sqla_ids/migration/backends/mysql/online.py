@@ -333,6 +333,50 @@ def _parked_index(plan: PkMigrationPlan, number: int) -> str:
     return object_name(plan, "ixo", number)
 
 
+def link_keys(plan: PkMigrationPlan, table: str) -> list[tuple[int, list[str]]]:
+    """The child's primary key over references of this migration (a link
+    table's, or a one-to-one child's): its number and columns, if it has one."""
+    return [
+        (number, dep.columns)
+        for number, dep in rebuilt(plan)
+        if dep.table == table and dep.kind == "primary"
+    ]
+
+
+def _key_move(
+    dialect: Dialect,
+    plan: PkMigrationPlan,
+    table: str,
+    sides: Sides,
+    indexes: dict[str, list[str]],
+) -> list[str]:
+    """Clauses moving a link table's primary key onto the columns replacing its
+    references (``sides``), in the child's online rebuild; none where it has
+    moved (``indexes``: the child's now).
+
+    InnoDB's clustered index cannot change without a rebuild, so the key moves
+    where the child is rebuilt anyway (its new column made ``NOT NULL``), and
+    the swap only renames. Going up, the key's columns stay indexed under a
+    parked unique index until the contract drops it (reads by the old values
+    keep their index until the swap); coming down that index goes."""
+
+    def cols(names: list[str]) -> str:
+        return ", ".join(_q(dialect, c) for c in names)
+
+    result: list[str] = []
+    for number, columns in link_keys(plan, table):
+        if indexes.get("PRIMARY") != columns:
+            continue
+        target = [sides.new_column(table, c) for c in columns]
+        parked = _parked_index(plan, number)
+        result += ["DROP PRIMARY KEY", f"ADD PRIMARY KEY ({cols(target)})"]
+        if sides.up and parked not in indexes:
+            result.append(f"ADD UNIQUE INDEX {_q(dialect, parked)} ({cols(columns)})")
+        elif not sides.up and parked in indexes:
+            result.append(f"DROP INDEX {_q(dialect, parked)}")
+    return result
+
+
 def _old_values_stay_not_null(plan: PkMigrationPlan) -> bool:
     """Whether a ``NOT NULL`` reference's old values stay ``NOT NULL`` from the
     swap to the contract.
@@ -936,6 +980,29 @@ def abort_statements(dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog) 
                 f"ALTER TABLE {q(plan.table)} {', '.join(clauses)}, ALGORITHM=INPLACE, LOCK=NONE"
             )
         )
+    # A link table's primary key back on its columns, while the triggers still
+    # fill the new ones (its clustered index: one online rebuild).
+    for _, ref in references(plan):
+        indexes = catalog.indexes.get(ref.table, {})
+        for number, key in link_keys(plan, ref.table):
+            moved = [Sides(plan, up=True).new_column(ref.table, c) for c in key]
+            if ref.column not in key or indexes.get("PRIMARY") != moved:
+                continue
+            clauses = ["DROP PRIMARY KEY", f"ADD PRIMARY KEY ({', '.join(map(q, key))})"]
+            parked = _parked_index(plan, number)
+            if parked in indexes:
+                clauses.append(f"DROP INDEX {q(parked)}")
+                catalog.drop_index(ref.table, parked)
+            for column in key:  # made nullable by the prepare (a key's are not)
+                if catalog.columns[ref.table].get(column):
+                    clauses.append(_restored(dialect, plan, ref.table, column))
+                    catalog.columns[ref.table][column] = False
+            indexes["PRIMARY"] = list(key)
+            statements.append(
+                Statement(
+                    f"ALTER TABLE {q(ref.table)} {', '.join(clauses)}, ALGORITHM=INPLACE, LOCK=NONE"
+                )
+            )
     statements += drop_trigger_statements(dialect, plan, catalog)
     for _, ref in references(plan):
         tmp = plan.temp_column(ref.table, ref.column)
@@ -1133,17 +1200,16 @@ class MariaDBOnline(OnlineStrategy):
                     f"foreign key {ref.constraint} on {ref.table} has several columns;"
                     " online mode handles single-column references; migrate offline (online=False)"
                 )
-            elif len(_pk_column(connection, ref.table)) != 1:
+            elif not _pk_column(connection, ref.table):
                 problems.append(
-                    f"{ref.table} needs a single-column primary key for the online backfill;"
-                    " migrate offline (online=False)"
+                    f"{ref.table} has no primary key, which the online backfill walks its"
+                    " rows by; add one (op.add_uuid7_key), or migrate offline (online=False)"
                 )
         for dep in plan.dependents:
+            if dep.kind == "primary" and dep.table == plan.table:
+                continue
             if dep.kind == "primary":
-                problems.append(
-                    f"the primary key of {dep.table} includes a reference to"
-                    f" {plan.table}; online mode cannot rebuild it; migrate offline (online=False)"
-                )
+                problems += self._link_key_refusals(connection, plan, dep.table, dep.columns)
                 continue
             # From the catalog, not the definition's text: a name may hold "`(" or
             # " DESC" (names are data).
@@ -1165,6 +1231,39 @@ class MariaDBOnline(OnlineStrategy):
                     f"index {dep.name} has a descending column, which the online mode does not"
                     " rebuild; migrate offline (online=False)"
                 )
+        return problems
+
+    @staticmethod
+    def _link_key_refusals(
+        connection: Connection, plan: PkMigrationPlan, table: str, columns: list[str]
+    ) -> list[str]:
+        """A child's primary key over a reference moves to the new column in the
+        child's rebuild (:func:`_key_move`): not while foreign keys point at it
+        (InnoDB refuses to drop it), nor over two references of this migration
+        (each is made ``NOT NULL`` in a rebuild of its own)."""
+        problems = []
+        own = [r.column for r in plan.references if r.table == table and r.column in columns]
+        if len(own) > 1:
+            problems.append(
+                f"the primary key of {table} spans two references to {plan.table}"
+                f" ({', '.join(own)}), which the online mode does not move; migrate offline"
+                " (online=False)"
+            )
+        pointing = catalog_rows(
+            connection,
+            "SELECT CONCAT(TABLE_NAME, '.', CONSTRAINT_NAME) FROM"
+            " information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = DATABASE()"
+            " AND REFERENCED_TABLE_NAME = :t AND UNIQUE_CONSTRAINT_NAME = 'PRIMARY'"
+            " ORDER BY 1",
+            {"t": table},
+        )
+        if pointing:
+            problems.append(
+                f"the primary key of {table} includes a reference to {plan.table} and"
+                f" foreign keys point at it ({', '.join(str(r[0]) for r in pointing)}): the"
+                " online mode moves it to the new column and cannot move them; migrate"
+                " offline (online=False)"
+            )
         return problems
 
     # --- sessions ------------------------------------------------------------------
@@ -1537,7 +1636,8 @@ class MariaDBOnline(OnlineStrategy):
                 leaving_nullable = columns[old]["nullable"]
                 if sides.up and not _old_values_stay_not_null(plan) and not leaving_nullable:
                     result.append(f"MODIFY COLUMN {_q(connection, old)} {_nullable(body)}")
-                return result
+                indexes = _indexes(connection, ref.table)
+                return result + _key_move(connection.dialect, plan, ref.table, sides, indexes)
 
             tasks.append(self._online_alter(plan, ref.table, f"NOT NULL on {ref.table}", clauses))
         return tasks
@@ -1776,11 +1876,30 @@ class ParentKeys(ParentKeysWalk):
         return None if value is None else UUID(str(value))
 
 
+def _keyset(columns: list[str], name: str, inclusive: bool) -> str:
+    """``(columns) > (:name_0, ...)`` (``<=`` when ``inclusive``) spelled column by
+    column -- ``a > :x_0 OR (a = :x_0 AND b > :x_1)`` -- which the range
+    optimizer reads as ranges of the key's index (a row-value comparison it
+    may not)."""
+    strict = "<" if inclusive else ">"
+    terms = []
+    for i, column in enumerate(columns):
+        equal = [f"{c} = :{name}_{j}" for j, c in enumerate(columns[:i])]
+        terms.append(" AND ".join([*equal, f"{column} {strict} :{name}_{i}"]))
+    if inclusive:
+        terms.append(" AND ".join(f"{c} = :{name}_{j}" for j, c in enumerate(columns)))
+    return "(" + " OR ".join(f"({t})" for t in terms) + ")"
+
+
+def _bound(name: str, key: tuple[Any, ...]) -> dict[str, Any]:
+    return {f"{name}_{i}": value for i, value in enumerate(key)}
+
+
 class ChildReferences(Walk):
     """A child's column following its parent (the new one going up, the old one
-    undoing the swap), set in keyset batches of the child's primary key; rows
-    whose reference a cascade set NULL before the new foreign key existed get
-    NULL too."""
+    undoing the swap), set in keyset batches of the child's primary key (of
+    several columns in a link table); rows whose reference a cascade set NULL
+    before the new foreign key existed get NULL too."""
 
     def __init__(self, plan: PkMigrationPlan, n: int, ref: Reference, sides: Sides) -> None:
         self.plan, self.ref = plan, ref
@@ -1792,17 +1911,21 @@ class ChildReferences(Walk):
         else:
             self.source, self.target = ref.column, child_old(plan, n, ref)
             self.look, self.give = plan.column, plan.old_column
-        self.pk = ""
-        self.high: Any = None
+        self.pk: list[str] = []
+        self.high: tuple[Any, ...] | None = None
 
     def start(self, connection: Connection) -> int:
         """Each sweep ends at the rows there are when it starts: rows inserted
         later take their new reference from the trigger. Walking on to the end
         would chase the application's inserts for as long as they arrive faster
         than a batch takes."""
-        self.pk = _pk_column(connection, self.ref.table)[0]
-        c, pk = _q(connection, self.ref.table), _q(connection, self.pk)
-        total, self.high = connection.exec_driver_sql(f"SELECT COUNT(*), MAX({pk}) FROM {c}").one()
+        self.pk = _pk_column(connection, self.ref.table)
+        c = _q(connection, self.ref.table)
+        desc = ", ".join(f"{_q(connection, k)} DESC" for k in self.pk)
+        cols = ", ".join(_q(connection, k) for k in self.pk)
+        total = connection.exec_driver_sql(f"SELECT COUNT(*) FROM {c}").scalar_one()
+        last = connection.exec_driver_sql(f"SELECT {cols} FROM {c} ORDER BY {desc} LIMIT 1").first()
+        self.high = None if last is None else tuple(last)
         return int(total)
 
     def batch(self, connection: Connection, after: Any, size: int) -> tuple[Any, int] | None:
@@ -1810,20 +1933,27 @@ class ChildReferences(Walk):
         if self.high is None:
             return None
         c, p = _q(connection, self.ref.table), _q(connection, self.plan.table)
-        pk = _q(connection, self.pk)
+        pk = [f"r.{_q(connection, k)}" for k in self.pk]
+        ks = [f"k{i}" for i in range(len(self.pk))]
         # The parent's primary key is the old or the new key column, by
         # phase (it moves in the backfill going up, after it coming down).
         pp = _q(connection, _pk_column(connection, self.plan.table)[0])
-        low = f"r.{pk} > :after AND " if after is not None else ""
+        low = f"{_keyset(pk, 'after', inclusive=False)} AND " if after is not None else ""
+        since = _bound("after", after) if after is not None else {}
+        bounds = {**_bound("high", self.high), **since}
         upto = connection.execute(
             sa.text(
-                f"SELECT MAX(k) FROM (SELECT r.{pk} AS k FROM {c} r WHERE {low}r.{pk} <= :high"
-                " ORDER BY k LIMIT :n) b"
+                f"SELECT {', '.join(ks)} FROM (SELECT"
+                f" {', '.join(f'{c} AS {k}' for c, k in zip(pk, ks, strict=True))}"
+                f" FROM {c} r WHERE {low}{_keyset(pk, 'high', inclusive=True)}"
+                f" ORDER BY {', '.join(ks)} LIMIT :n) b"
+                f" ORDER BY {', '.join(f'{k} DESC' for k in ks)} LIMIT 1"
             ),
-            {"after": after, "high": self.high, "n": size},
-        ).scalar()
+            {**bounds, "n": size},
+        ).first()
         if upto is None:
             return None
+        last = tuple(upto)
         s, t = _q(connection, self.source), _q(connection, self.target)
         lo, gv = _q(connection, self.look), _q(connection, self.give)
         # Locks in the application's order: every parent of the batch
@@ -1843,15 +1973,17 @@ class ChildReferences(Walk):
         m = _q(connection, self.plan.mapping_table)
         mine, theirs = ("old_key", "new_key") if self.up else ("new_key", "old_key")
         value = f"COALESCE(x.{gv}, y.{theirs})"
+        keys = ", ".join(f"{c} AS {k}" for c, k in zip(pk, ks, strict=True))
         connection.execute(
             sa.text(
-                f"CREATE TEMPORARY TABLE {_BATCH} AS SELECT r.{pk} AS k, r.{s} AS s,"
+                f"CREATE TEMPORARY TABLE {_BATCH} AS SELECT {keys}, r.{s} AS s,"
                 f" {value} AS v, x.{pp} AS p FROM {c} r LEFT JOIN {p} x ON x.{lo} = r.{s}"
-                f" LEFT JOIN {m} y ON y.{mine} = r.{s} WHERE {low}r.{pk} <= :upto"
+                f" LEFT JOIN {m} y ON y.{mine} = r.{s}"
+                f" WHERE {low}{_keyset(pk, 'upto', inclusive=True)}"
                 f" AND NOT (r.{t} <=> {value})"
                 f" AND (x.{lo} IS NOT NULL OR y.{mine} IS NOT NULL OR r.{s} IS NULL)"
             ),
-            {"after": after, "upto": upto},
+            {**since, **_bound("upto", last)},
         )
         try:
             # 2. Those parents, S-locked through their primary key (a
@@ -1867,14 +1999,15 @@ class ChildReferences(Walk):
             # application's trigger has set it already); no foreign key
             # check, which would lock the parents row by row (the checks
             # verify).
+            on = " AND ".join(f"b.{k} = {c}" for c, k in zip(pk, ks, strict=True))
             connection.exec_driver_sql(
                 f"SET STATEMENT foreign_key_checks = 0 FOR UPDATE {c} r JOIN {_BATCH} b"
-                f" ON b.k = r.{pk} SET r.{t} = b.v{_keep(connection, self.ref.table, 'r')}"
+                f" ON {on} SET r.{t} = b.v{_keep(connection, self.ref.table, 'r')}"
                 f" WHERE r.{s} <=> b.s"
             )
         finally:
             connection.exec_driver_sql(f"DROP TEMPORARY TABLE IF EXISTS {_BATCH}")
-        return upto, size
+        return last, size
 
     def left(self, connection: Connection) -> int:
         """References with no value on the following side yet."""

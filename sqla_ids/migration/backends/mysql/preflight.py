@@ -233,6 +233,10 @@ def prepared_catalog(connection: Connection, plan: PkMigrationPlan) -> online.Ca
         catalog.columns[plan.table][plan.column] = True
     for number, dep in rebuilt(plan):
         columns = [up.new_column(dep.table, c) for c in dep.columns]
+        if dep.kind == "primary":  # a link table's key moves (online._key_move)
+            catalog.indexes[dep.table]["PRIMARY"] = columns
+            catalog.indexes[dep.table][object_name(plan, "ixo", number)] = dep.columns
+            continue
         catalog.indexes.setdefault(dep.table, {})[object_name(plan, "ix", number)] = columns
     stay_not_null = plan.default.kind == "auto_increment" and not plan.keep_child_old_columns
     for n, ref in references(plan):

@@ -44,6 +44,7 @@ without a server.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -163,7 +164,8 @@ class Catalog:
     grants: dict[tuple[str, str], list[tuple[str, str, bool]]] = field(default_factory=dict)
     """``(table, column)`` -> its column privileges ``(grantee, privilege, grantable)``."""
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
-    """``(table, index)`` -> the ``UNIQUE`` constraint owning the index."""
+    """``(table, index)`` -> the ``UNIQUE`` or ``PRIMARY KEY`` constraint owning
+    the index."""
     views: list[View] = field(default_factory=list)
     """The views over the converted columns under their own names (and views over
     those), in the order to create them: the swap and its undo drop them first
@@ -230,7 +232,7 @@ def read_catalog(connection: Connection, plan: PkMigrationPlan, views: bool = Fa
         owner = connection.execute(
             sa.text(
                 "SELECT conname FROM pg_constraint WHERE conindid = to_regclass(:i)"
-                " AND conrelid = to_regclass(:t)"
+                " AND conrelid = to_regclass(:t) AND contype IN ('p', 'u')"
             ),
             {"i": _q(connection, dep.name), "t": _q(connection, dep.table)},
         ).scalar()
@@ -499,23 +501,87 @@ def sync_trigger_statements(
 
 
 def lock_statement(
-    dialect: Dialect, plan: PkMigrationPlan, views: list[View] | None = None
+    dialect: Dialect,
+    plan: PkMigrationPlan,
+    views: list[View] | None = None,
+    first: Sequence[str] = (),
 ) -> Statement:
-    """Every affected table locked for the swap's transaction (the application's
+    """Every affected table locked for the step's transaction (the application's
     statements wait for it, for the time of a few metadata-only statements);
-    the (plain) views over them first, those built on others before those.
+    before them ``first`` (the versions' views: see ``versions.lock_views``),
+    then the (plain) views over them, those built on others before those.
 
     A query of a view locks the view, then the views and tables it reads, in
     that order; the swap drops the views after it has the tables: locking the
     tables first, it would wait for a reader that holds a view and waits for
     the tables (a deadlock). Locking a view locks what it reads too, in the
     order its readers do. (A materialized view cannot be locked, nor needs to
-    be: its readers read no table.)"""
+    be: its readers read no table.)
+
+    Several objects are taken without ever waiting while holding one
+    (:func:`_lock_all`): an application locks a parent and its children in
+    either order (an ``INSERT INTO child ... SELECT ... FROM parent`` takes
+    the child first, an ORM's flush the parent first), and a step waiting for
+    a child while holding the parent would deadlock with the first kind --
+    attempt after attempt while the application keeps writing (measured: a
+    writer with no pause between its transactions made the expand give up
+    after 20 attempts, 84 s)."""
     plain = [
         v.label for v in reversed(views or []) if not v.drop_sql.startswith("DROP MATERIALIZED")
     ]
-    tables = ", ".join([*plain, *(_q(dialect, t) for t in _tables(plan))])
-    return Statement(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
+    return _lock_all(dialect, [*first, *plain, *(_q(dialect, t) for t in _tables(plan))])
+
+
+def _lock_all(dialect: Dialect, names: list[str], mode: str = "ACCESS EXCLUSIVE") -> Statement:
+    """``names`` (quoted) locked in ``mode``, waiting for one at a time while
+    holding none.
+
+    One ``DO`` block: the first object is waited for (under the step's
+    ``lock_timeout``, whose expiry ends the statement: the step is retried);
+    the others are taken at once (``NOWAIT``), server-side, right after it. One
+    that is busy gives back every lock taken (the block's subtransaction rolls
+    back), and the next round waits for that one first, holding nothing. The
+    application waits behind the step only for the object it is waiting for,
+    and never for a step that waits for the application."""
+    if len(names) == 1:
+        return Statement(f"LOCK TABLE {names[0]} IN {mode} MODE")
+    array = ", ".join(literal_for(dialect, name) for name in names)
+    body = "\n".join(
+        [
+            f"DECLARE names text[] := ARRAY[{array}]; wait int := 1; waiting boolean;",
+            "BEGIN",
+            f"FOR attempt IN 1..{2 * len(names) + 1} LOOP",
+            "  BEGIN",
+            "    waiting := true;",
+            f"    EXECUTE 'LOCK TABLE ' || names[wait] || ' IN {mode} MODE';",
+            "    waiting := false;",
+            "    FOR i IN 1..array_length(names, 1) LOOP",
+            "      CONTINUE WHEN i = wait;",
+            "      wait := i;",
+            f"      EXECUTE 'LOCK TABLE ' || names[i] || ' IN {mode} MODE NOWAIT';",
+            "    END LOOP;",
+            "    RETURN;",
+            "  EXCEPTION WHEN lock_not_available THEN",
+            "    IF waiting THEN RAISE; END IF;",
+            "  END;",
+            "END LOOP;",
+            "RAISE EXCEPTION 'the tables stayed busy' USING ERRCODE = 'lock_not_available';",
+            "END",
+        ]
+    )
+    tag = _tag(body)
+    return Statement(f"DO {tag}\n{body}\n{tag}")
+
+
+def table_locks(connection: Connection, plan: PkMigrationPlan, catalog: Catalog) -> list[Statement]:
+    """The affected tables that exist (and the versions' views, which go first),
+    locked first by a step that changes several of them in one transaction (the
+    expand, the contract, the undo before the swap): taken one by one by its
+    statements, each would wait while holding the ones before (see
+    :func:`lock_statement`)."""
+    names = versions.lock_views(connection, plan)
+    names += [_q(connection, t) for t in sorted(catalog.tables)]
+    return [_lock_all(connection.dialect, names)] if names else []
 
 
 def _exchange(
@@ -580,10 +646,13 @@ def _exchange(
     for number, dep in rebuilt(plan):
         run(f"ALTER INDEX {q(object_name(plan, 'ix', number))} RENAME TO {q(dep.name)}")
         owner = catalog.owners.get((dep.table, dep.name))
-        if owner:  # it was a UNIQUE constraint, not only an index
+        if owner:  # it was a constraint (a link table's key, a UNIQUE), not only an index
+            # The new column is NOT NULL by now (above): PRIMARY KEY USING INDEX
+            # then scans nothing.
+            kind = "PRIMARY KEY" if dep.kind == "primary" else "UNIQUE"
             run(
                 f"ALTER TABLE {q(dep.table)} ADD CONSTRAINT {q(owner)}"
-                f" UNIQUE USING INDEX {q(dep.name)}"
+                f" {kind} USING INDEX {q(dep.name)}"
             )
     return statements
 
@@ -785,10 +854,10 @@ class PostgreSQLOnline(OnlineStrategy):
                     f"foreign key {ref.constraint} on {ref.table} has several columns;"
                     " online mode handles single-column references; migrate offline (online=False)"
                 )
-            elif len(_pk_columns(connection, ref.table)) != 1:
+            elif not _pk_columns(connection, ref.table):
                 problems.append(
-                    f"{ref.table} needs a single-column primary key for the online backfill;"
-                    " migrate offline (online=False)"
+                    f"{ref.table} has no primary key, which the online backfill walks its"
+                    " rows by; add one (op.add_uuid7_key), or migrate offline (online=False)"
                 )
         for root, partitions in carried.items():
             problems.append(
@@ -796,14 +865,29 @@ class PostgreSQLOnline(OnlineStrategy):
                 f" ({', '.join(partitions)}), which the online mode does not carry; migrate"
                 " offline (online=False), which puts each back on its partition"
             )
-        for dep in plan.dependents:
-            if dep.table == plan.table and dep.kind == "primary":
-                continue
+        for _, dep in rebuilt(plan):
             if dep.kind == "primary":
-                problems.append(
-                    f"the primary key {dep.name} of {dep.table} includes a reference to"
-                    f" {plan.table}; online mode cannot rebuild it; migrate offline (online=False)"
+                # A link table's key is built again over the new column and takes
+                # over at the swap: the old one is dropped there, which a foreign
+                # key pointing at it would forbid.
+                referencing = (
+                    connection.execute(
+                        sa.text(
+                            "SELECT conrelid::regclass::text || '.' || conname FROM pg_constraint"
+                            " WHERE contype = 'f' AND conindid = to_regclass(:i) ORDER BY 1"
+                        ),
+                        {"i": _q(connection, dep.name)},
+                    )
+                    .scalars()
+                    .all()
                 )
+                if referencing:
+                    problems.append(
+                        f"the primary key {dep.name} of {dep.table} includes a reference to"
+                        f" {plan.table} and foreign keys point at it ({', '.join(referencing)}):"
+                        " the online mode builds it again over the new column and cannot move"
+                        " them; migrate offline (online=False)"
+                    )
             elif dep.definition and (" WHERE " in dep.definition or "(" in "".join(dep.columns)):
                 problems.append(
                     f"index {dep.name} is partial or on an expression, which the online mode"
@@ -936,10 +1020,8 @@ class PostgreSQLOnline(OnlineStrategy):
         """``LOCK TABLE … IN ACCESS EXCLUSIVE MODE``: held to the transaction's end.
         Views first -- the versions' (see ``versions.lock_views``), then those the swap
         drops (see :func:`lock_statement`) -- then the tables."""
-        return [
-            *versions.lock_views(connection, plan),
-            lock_statement(connection.dialect, plan, read_views(connection, plan)),
-        ]
+        first = versions.lock_views(connection, plan)
+        return [lock_statement(connection.dialect, plan, read_views(connection, plan), first)]
 
     # --- phases ----------------------------------------------------------------------
 
@@ -949,7 +1031,8 @@ class PostgreSQLOnline(OnlineStrategy):
             Ddl(
                 "expand",
                 lambda c: (
-                    expand_statements(c, plan, read_catalog(c, plan))
+                    table_locks(c, plan, catalog := read_catalog(c, plan))
+                    + expand_statements(c, plan, catalog)
                     + versions.expand_views(c, plan)
                 ),
             )
@@ -976,7 +1059,7 @@ class PostgreSQLOnline(OnlineStrategy):
         for number, dep in rebuilt(plan):
             cols = [sides.new_column(dep.table, c) for c in dep.columns]
             tasks += self._index(
-                dep.table, cols, object_name(plan, "ix", number), dep.kind == "unique"
+                dep.table, cols, object_name(plan, "ix", number), dep.kind != "index"
             )
         for n, ref in references(plan):
             if not ref.nullable:
@@ -1043,13 +1126,17 @@ class PostgreSQLOnline(OnlineStrategy):
             if _constraint_exists(connection, ref.table, name):
                 return []
             actions = _fk_actions(connection, ref.table, constraint)
+            # The child and the parent, both in the mode ADD FOREIGN KEY takes,
+            # neither waited for while holding the other (see _lock_all).
+            tables = [_q(connection, t) for t in dict.fromkeys([ref.table, plan.table])]
             return [
+                _lock_all(connection.dialect, tables, "SHARE ROW EXCLUSIVE"),
                 Statement(
                     f"ALTER TABLE {_q(connection, ref.table)} ADD CONSTRAINT {_q(connection, name)}"
                     f" FOREIGN KEY ({_q(connection, sides.child_new(n, ref))})"
                     f" REFERENCES {_q(connection, plan.table)}"
                     f" ({_q(connection, sides.key_new)}){actions} NOT VALID"
-                )
+                ),
             ]
 
         return [Ddl(f"foreign key {name}", add), self._validate(ref.table, name)]
@@ -1074,8 +1161,9 @@ class PostgreSQLOnline(OnlineStrategy):
             Ddl(
                 "contract",
                 lambda c: (
-                    versions.drop_all_views(c.dialect, plan)
-                    + contract_statements(c.dialect, plan, read_catalog(c, plan))
+                    table_locks(c, plan, catalog := read_catalog(c, plan))
+                    + versions.drop_all_views(c.dialect, plan)
+                    + contract_statements(c.dialect, plan, catalog)
                 ),
             )
         ]
@@ -1086,8 +1174,9 @@ class PostgreSQLOnline(OnlineStrategy):
             Ddl(
                 "undo",
                 lambda c: (
-                    versions.drop_all_views(c.dialect, plan)
-                    + abort_statements(c.dialect, plan, read_catalog(c, plan))
+                    table_locks(c, plan, catalog := read_catalog(c, plan))
+                    + versions.drop_all_views(c.dialect, plan)
+                    + abort_statements(c.dialect, plan, catalog)
                 ),
             )
         ]
@@ -1313,16 +1402,29 @@ class ParentKeys(ParentKeysWalk):
 class ChildReferences(Walk):
     """A child's column following its parent through the mapping -- the new one
     going up, the old one (``up=False``) before the swap is undone -- in keyset
-    batches of the child's primary key."""
+    batches of the child's primary key (a row value: a link table's key has
+    several columns)."""
 
     def __init__(self, plan: PkMigrationPlan, n: int, ref: Reference, up: bool = True) -> None:
         self.plan, self.ref = plan, ref
         self.label = f"{ref.table}.{ref.column} {'new' if up else 'old'} references"
         self.target = plan.temp_column(ref.table, ref.column) if up else child_old(plan, n, ref)
         self.look, self.give = ("old_key", "new_key") if up else ("new_key", "old_key")
-        self.pk = ""
-        self.high: Any = None
+        self.pk: list[str] = []
+        self.high: tuple[Any, ...] | None = None
         self.quiet = False
+
+    def _key(self, connection: Connection, alias: str = "") -> str:
+        """The primary key as a row value (``ROW(a, b)``: compared column by
+        column, in the order of the key's index)."""
+        prefix = f"{alias}." if alias else ""
+        return "ROW(" + ", ".join(prefix + _q(connection, c) for c in self.pk) + ")"
+
+    @staticmethod
+    def _bound(name: str, key: tuple[Any, ...]) -> tuple[str, dict[str, Any]]:
+        """A key as a row of bound values (``ROW(:after_0, :after_1)``)."""
+        names = [f"{name}_{i}" for i in range(len(key))]
+        return "ROW(" + ", ".join(f":{n}" for n in names) + ")", dict(zip(names, key, strict=True))
 
     def start(self, connection: Connection) -> int:
         """The walk ends at the rows there are now: rows inserted from here on
@@ -1330,20 +1432,31 @@ class ChildReferences(Walk):
         now). Walking on to the end would chase the application's inserts for
         as long as they arrive faster than a batch takes -- for ever, at 1M
         parents and 100 inserts/s."""
-        self.pk = _pk_columns(connection, self.ref.table)[0]
+        self.pk = _pk_columns(connection, self.ref.table)
         self.quiet = _quietly(connection, self.ref.table)
-        c, pk = _q(connection, self.ref.table), _q(connection, self.pk)
+        c = _q(connection, self.ref.table)
+        cols = ", ".join(_q(connection, k) for k in self.pk)
+        desc = ", ".join(f"{_q(connection, k)} DESC" for k in self.pk)
         # ORDER BY ... DESC LIMIT 1 rather than max(): a child's own key may be a
         # UUID already (migrated before), and uuid has no max() before PostgreSQL 18.
-        total, self.high = connection.exec_driver_sql(
-            f"SELECT (SELECT count(*) FROM {c}), (SELECT {pk} FROM {c} ORDER BY {pk} DESC LIMIT 1)"
-        ).one()
+        total = connection.exec_driver_sql(f"SELECT count(*) FROM {c}").scalar_one()
+        last = connection.exec_driver_sql(f"SELECT {cols} FROM {c} ORDER BY {desc} LIMIT 1").first()
+        self.high = None if last is None else tuple(last)
         return int(total)
 
-    def _update(self, connection: Connection, after: Any, upto: Any) -> None:
-        c, pk = _q(connection, self.ref.table), _q(connection, self.pk)
-        low = f"{c}.{pk} > :after" if after is not None else "true"
-        high = f" AND {c}.{pk} <= :upto" if upto is not None else ""
+    def _update(
+        self, connection: Connection, after: tuple[Any, ...] | None, upto: tuple[Any, ...] | None
+    ) -> None:
+        c = _q(connection, self.ref.table)
+        key, params = self._key(connection, c), dict[str, Any]()
+        low = "true"
+        if after is not None:
+            row, bound = self._bound("after", after)
+            low, params = f"{key} > {row}", {**params, **bound}
+        high = ""
+        if upto is not None:
+            row, bound = self._bound("upto", upto)
+            high, params = f" AND {key} <= {row}", {**params, **bound}
         # One index probe of the mapping per child row (see _backfill_session).
         _backfill_session(connection, self.quiet)
         t, m = _q(connection, self.target), _q(connection, self.plan.mapping_table)
@@ -1353,26 +1466,33 @@ class ChildReferences(Walk):
                 f" WHERE {low}{high} AND m.{self.look} = {c}.{_q(connection, self.ref.column)}"
                 f" AND {c}.{t} IS DISTINCT FROM m.{self.give}"
             ),
-            {"after": after, "upto": upto},
+            params,
         )
 
     def batch(self, connection: Connection, after: Any, size: int) -> tuple[Any, int] | None:
         """The next ``size`` children up to the walk's end."""
         if self.high is None:
             return None
-        c, pk = _q(connection, self.ref.table), _q(connection, self.pk)
-        where = f"{pk} > :after AND " if after is not None else ""
+        c, key = _q(connection, self.ref.table), self._key(connection)
+        cols = ", ".join(_q(connection, k) for k in self.pk)
+        last = ", ".join(f"k.{_q(connection, k)} DESC" for k in self.pk)
+        high, params = self._bound("high", self.high)
+        where = ""
+        if after is not None:
+            row, bound = self._bound("after", after)
+            where, params = f"{key} > {row} AND ", {**params, **bound}
         upto = connection.execute(
             sa.text(
-                f"SELECT k FROM (SELECT {pk} AS k FROM {c} WHERE {where}{pk} <= :high"
-                f" ORDER BY {pk} LIMIT :n) b ORDER BY k DESC LIMIT 1"
+                f"SELECT {', '.join(f'k.{_q(connection, k)}' for k in self.pk)} FROM"
+                f" (SELECT {cols} FROM {c} WHERE {where}{key} <= {high}"
+                f" ORDER BY {cols} LIMIT :n) k ORDER BY {last} LIMIT 1"
             ),
-            {"after": after, "high": self.high, "n": size},
-        ).scalar()
+            {**params, "n": size},
+        ).first()
         if upto is None:
             return None
-        self._update(connection, after, upto)
-        return upto, size
+        self._update(connection, after, tuple(upto))
+        return tuple(upto), size
 
     def finish(self, connection: Connection) -> None:
         """The rows past the end, once: only a transaction that inserted a child

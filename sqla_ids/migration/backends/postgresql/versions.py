@@ -292,9 +292,9 @@ def version_refusals(connection: Connection, plan: PkMigrationPlan) -> list[str]
     return problems
 
 
-def lock_views(connection: Connection, plan: PkMigrationPlan) -> list[Statement]:
-    """The versions' views locked before the tables, in a locked step (the swap,
-    its undo), which drops them.
+def lock_views(connection: Connection, plan: PkMigrationPlan) -> list[str]:
+    """The versions' views (quoted, schema-qualified), to lock before the tables
+    in a locked step (the swap, its undo), which drops them.
 
     An application statement through a view locks the view, then its table.
     Locking the tables first and dropping the views after would wait for such
@@ -320,6 +320,4 @@ def lock_views(connection: Connection, plan: PkMigrationPlan) -> list[Statement]
         for name in names
         if connection.execute(sa.text("SELECT to_regclass(:n)"), {"n": name}).scalar()
     ]
-    if not present:
-        return []
-    return [Statement(f"LOCK TABLE {', '.join(present)} IN ACCESS EXCLUSIVE MODE")]
+    return present
