@@ -1,7 +1,10 @@
 """Public sample databases for the migration tests (a test helper).
 
 ``tests/data/`` holds, with their licences: Chinook (MIT, schema and data for
-the three databases) and Sakila (BSD 2-Clause, jOOQ's ports of the MySQL
+the three databases), MySQL's employees sample (CC BY-SA 3.0: its schema -- link
+tables keyed by both references, a text key, a view over a view -- ported to
+PostgreSQL, two of its dumps; the other rows generated here by
+:func:`populate_employees`) and Sakila (BSD 2-Clause, jOOQ's ports of the MySQL
 sample: schema only -- triggers, views, stored routines, rules, inheritance
 partitions, ``ON UPDATE CURRENT_TIMESTAMP``). Sakila's rows are generated
 here from the reflected schema (a few per table, every foreign key pointing at
@@ -63,8 +66,20 @@ def load_sqlite(file: Path, script: str) -> None:
     raw.close()
 
 
+EMPLOYEES_FILES = {"postgresql": "employees-postgresql.sql", "mariadb": "employees.sql"}
+EMPLOYEES_DUMPS = ("load_departments.dump",)
+"""Loaded with the schema; ``load_dept_manager.dump`` by :func:`populate_employees`
+(after the employees it names)."""
+
+
 def script(dataset: str, dialect: str) -> str:
     """The dataset's script for ``dialect``, made to run in a scratch schema/database."""
+    if dataset == "employees":
+        text = (DATA / "employees" / EMPLOYEES_FILES[dialect]).read_text(encoding="utf-8")
+        dumps = [(DATA / "employees" / d).read_text(encoding="utf-8") for d in EMPLOYEES_DUMPS]
+        if dialect == "postgresql":
+            dumps = [d.replace("`", "") for d in dumps]
+        return "\n".join([text, *dumps])
     if dataset == "chinook":
         path = DATA / "chinook" / CHINOOK_FILES[dialect]
         if dialect == "postgresql":
@@ -90,7 +105,9 @@ def load(conn: Connection, dataset: str, dialect: str) -> None:
     if dialect == "postgresql":
         conn.exec_driver_sql(text.replace("%", "%%"))
         return
-    if dataset == "chinook":
+    if dataset == "employees":
+        statements = [s for s in _mysql_statements(text) if not s.startswith("/*!")]
+    elif dataset == "chinook":
         body = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
         parts = re.split(r";\s*\n(?=\s*(?:INSERT|CREATE|ALTER|$))", body)
         statements = [p.strip() for p in parts if p.strip()]
@@ -101,6 +118,75 @@ def load(conn: Connection, dataset: str, dialect: str) -> None:
 
 
 # -- generated rows --------------------------------------------------------------------
+
+_FIRST = ["Georgi", "Bezalel", "Parto", "Chirstian", "Kyoichi", "Anneke", "Tzvetan", "Saniya"]
+_LAST = ["Facello", "Simmel", "Bamford", "Koblick", "Maliniak", "Preusig", "Zielinski", "Kalloufi"]
+_TITLES = ["Staff", "Senior Staff", "Engineer", "Senior Engineer", "Technique Leader"]
+
+
+def populate_employees(conn: Connection, extra: int = 400) -> None:
+    """Rows for the employees sample's tables the vendored dumps leave empty:
+    every employee the ``dept_manager`` rows name, and ``extra`` more (numbers
+    from 10001 as upstream), each in one or two departments (``dept_emp``, the
+    later one current), with titles and salaries over time. Deterministic;
+    names are unique (the test application finds employees by name)."""
+    dump = (DATA / "employees" / "load_dept_manager.dump").read_text(encoding="utf-8")
+    if conn.dialect.name == "postgresql":
+        dump = dump.replace("`", "")
+    managers = [int(k) for k in re.findall(r"^\((\d+),", dump, flags=re.M)]
+    departments = sorted(conn.exec_driver_sql("SELECT dept_no FROM departments").scalars())
+    numbers = sorted({*managers, *range(10001, 10001 + extra)})
+    people, dept_emp, titles, salaries = [], [], [], []
+    for i, emp_no in enumerate(numbers):
+        hired = datetime(1985 + i % 12, 1 + i % 12, 1 + i % 28).date()
+        people.append(
+            {
+                "emp_no": emp_no,
+                "birth_date": datetime(1952 + i % 13, 1 + i % 12, 1 + i % 28).date(),
+                "first_name": _FIRST[i % len(_FIRST)],
+                "last_name": f"{_LAST[i % len(_LAST)]}{i}",
+                "gender": "MF"[i % 2],
+                "hire_date": hired,
+            }
+        )
+        moved = hired.replace(year=hired.year + 3)
+        end = datetime(9999, 1, 1).date()
+        first = departments[i % len(departments)]
+        if i % 3 == 0:  # moved to another department three years in
+            second = departments[(i + 4) % len(departments)]
+            dept_emp += [
+                {"emp_no": emp_no, "dept_no": first, "from_date": hired, "to_date": moved},
+                {"emp_no": emp_no, "dept_no": second, "from_date": moved, "to_date": end},
+            ]
+        else:
+            dept_emp.append(
+                {"emp_no": emp_no, "dept_no": first, "from_date": hired, "to_date": end}
+            )
+        for t in range(1 + i % 3):
+            since = hired.replace(year=hired.year + 4 * t)
+            titles.append(
+                {"emp_no": emp_no, "title": _TITLES[(i + t) % len(_TITLES)], "from_date": since,
+                 "to_date": None if t == i % 3 else since.replace(year=since.year + 4)}
+            )  # fmt: skip
+        for y in range(2 + i % 3):
+            since = hired.replace(year=hired.year + y)
+            salaries.append(
+                {"emp_no": emp_no, "salary": 40000 + 997 * i % 30000 + 1500 * y,
+                 "from_date": since, "to_date": since.replace(year=since.year + 1)}
+            )  # fmt: skip
+    for table, rows in (
+        ("employees", people),
+        ("dept_emp", dept_emp),
+        ("titles", titles),
+        ("salaries", salaries),
+    ):
+        columns = list(rows[0])
+        conn.execute(
+            sa.insert(sa.table(table, *(sa.column(c) for c in columns))),
+            rows,
+        )
+        if table == "employees":
+            conn.exec_driver_sql(dump.strip().rstrip(";"))
 
 
 def _value(column: dict[str, Any], i: int, n: int) -> Any:

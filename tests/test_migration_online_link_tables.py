@@ -75,7 +75,9 @@ class LinkWriter(threading.Thread):
     """The application: links added, moved to another shop and removed, details
     written, each in its own transaction, by shop name (keys pass through), with
     no pause between transactions; most lock a child first (a statement on it
-    reading the parent in a subquery), some the parent first."""
+    reading the parent in a subquery), some the parent first; shops of its own
+    opened with a tag and a detail, and closed (a delete cascading into the
+    link tables)."""
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(daemon=True)
@@ -85,14 +87,16 @@ class LinkWriter(threading.Thread):
         self.retried = 0
         self.done = 0
         self.rng = random.Random(11)
+        self.opened: list[str] = []  # shops of its own, not closed yet
         with engine.connect() as conn:
             self.tags, self.pairs, self.details = _state(conn)
 
     def _saved(self) -> Callable[[], None]:
         tags, pairs, details = dict(self.tags), set(self.pairs), dict(self.details)
+        opened = list(self.opened)
 
         def restore() -> None:
-            self.tags, self.pairs, self.details = tags, pairs, details
+            self.tags, self.pairs, self.details, self.opened = tags, pairs, details, opened
 
         return restore
 
@@ -102,8 +106,36 @@ class LinkWriter(threading.Thread):
         key = f"(SELECT id FROM {shop} WHERE name = :s)"
         s, other = f"s{self.rng.randint(1, 250)}", f"s{self.rng.randint(1, 250)}"
         with self.engine.begin() as conn:
-            kind = n % 6
-            if kind == 5:
+            kind = n % 7
+            if kind == 6:
+                # A shop of its own with a tag and a detail, or one of them closed
+                # (the delete cascades into the link tables).
+                if self.opened and n % 2:
+                    gone = self.opened.pop(0)
+                    conn.execute(sa.text(f"DELETE FROM {shop} WHERE name = :s"), {"s": gone})
+                    self.tags = {t: v for t, v in self.tags.items() if v != gone}
+                    self.details.pop(gone, None)
+                else:
+                    mine = f"app{n}"
+                    conn.execute(sa.text(f"INSERT INTO {shop} (name) VALUES (:s)"), {"s": mine})
+                    conn.execute(
+                        sa.text(
+                            f"INSERT INTO {q(TAG)} (shop_id, tag, note)"
+                            f" SELECT id, :t, 'own' FROM {shop} WHERE name = :s"
+                        ),
+                        {"t": f"x{n}", "s": mine},
+                    )
+                    conn.execute(
+                        sa.text(
+                            f"INSERT INTO {q(DETAIL)} (shop_id, detail)"
+                            f" SELECT id, 'own' FROM {shop} WHERE name = :s"
+                        ),
+                        {"s": mine},
+                    )
+                    self.opened.append(mine)
+                    self.tags[f"x{n}"] = mine
+                    self.details[mine] = "own"
+            elif kind == 5:
                 # Parent first, then a child (an ORM's flush order): the
                 # other kinds take the child first (its subquery reads the parent).
                 conn.execute(

@@ -356,9 +356,11 @@ def _key_move(
 
     InnoDB's clustered index cannot change without a rebuild, so the key moves
     where the child is rebuilt anyway (its new column made ``NOT NULL``), and
-    the swap only renames. Going up, the key's columns stay indexed under a
-    parked unique index until the contract drops it (reads by the old values
-    keep their index until the swap); coming down that index goes."""
+    the swap only renames. The columns leaving the key stay indexed under a
+    parked unique index: the foreign key on them needs one (a foreign key left
+    without an index, as ``foreign_key_checks=0`` allows, fails every cascade
+    through it with 1451), and reads by them keep theirs. Going up, the
+    contract drops it; coming down, the undo of the swap."""
 
     def cols(names: list[str]) -> str:
         return ", ".join(_q(dialect, c) for c in names)
@@ -370,10 +372,9 @@ def _key_move(
         target = [sides.new_column(table, c) for c in columns]
         parked = _parked_index(plan, number)
         result += ["DROP PRIMARY KEY", f"ADD PRIMARY KEY ({cols(target)})"]
-        if sides.up and parked not in indexes:
-            result.append(f"ADD UNIQUE INDEX {_q(dialect, parked)} ({cols(columns)})")
-        elif not sides.up and parked in indexes:
+        if parked in indexes:  # coming down: over the columns arriving (the old values)
             result.append(f"DROP INDEX {_q(dialect, parked)}")
+        result.append(f"ADD UNIQUE INDEX {_q(dialect, parked)} ({cols(columns)})")
     return result
 
 
@@ -1059,9 +1060,22 @@ def unswap_statements(dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog)
     for _, ref in references(plan):
         tmp = plan.temp_column(ref.table, ref.column)
         if tmp in catalog.columns.get(ref.table, {}):
+            # A link table's parked key index over it goes first: dropped with
+            # it, a column would leave the index over the others (still unique).
+            indexes = catalog.indexes.get(ref.table, {})
+            parked = [
+                f"DROP INDEX {q(_parked_index(plan, number))}, "
+                for number, _ in link_keys(plan, ref.table)
+                if _parked_index(plan, number) in indexes
+            ]
             statements.append(
-                Statement(f"ALTER TABLE {q(ref.table)} DROP COLUMN {q(tmp)}, ALGORITHM=INSTANT")
+                Statement(
+                    f"ALTER TABLE {q(ref.table)} {''.join(parked)}DROP COLUMN {q(tmp)},"
+                    f" ALGORITHM={'NOCOPY' if parked else 'INSTANT'}"
+                )
             )
+            for number, _ in link_keys(plan, ref.table):
+                catalog.drop_index(ref.table, _parked_index(plan, number))
             catalog.drop_column(ref.table, tmp)
     key_tmp = plan.temp_column(plan.table, plan.column)
     if key_tmp in catalog.columns.get(plan.table, {}):
@@ -1625,10 +1639,16 @@ class MariaDBOnline(OnlineStrategy):
                 )
                 result: list[str] = []
                 if columns[new]["nullable"]:
+                    # Both ways a placeholder default, which the triggers replace:
+                    # a multi-row INSERT or INSERT ... SELECT leaving a NOT NULL
+                    # column without one out is refused before any trigger runs
+                    # (1364). The undo of the swap gives the column its own
+                    # definition back.
+                    placeholder = "0" if plan.key_kind == "integer" else "''"
                     type_sql = (
                         f"{uuid_type_sql(connection.dialect)} NOT NULL DEFAULT {_NIL}"
                         if sides.up
-                        else body
+                        else _with_default(body, placeholder)
                     )
                     result.append(f"MODIFY COLUMN {_q(connection, new)} {type_sql}{comment}")
                 # Coming down, the UUID column leaving needs no change: the swap
