@@ -191,6 +191,7 @@ class Writer(threading.Thread):
         self.stop = threading.Event()
         self.failures: list[str] = []
         self.retried = 0  # transactions run again (SNAPSHOT_TOO_OLD)
+        self.longest = 0.0  # the slowest transaction, seconds (the longest stall)
         self.statements = 0
         self.n = 0  # transactions begun so far (failures are numbered by it)
         self.item_shop: dict[str, str | None] = {}  # label -> shop name it must point at
@@ -218,6 +219,7 @@ class Writer(threading.Thread):
         while not (self.stop.is_set() and self._enough()):
             self.n += 1
             n = self.n
+            started = time.monotonic()
             try:
                 self.retried += one_transaction(
                     partial(self._one, n, f"{self.prefix}{n}"), self._saved
@@ -225,6 +227,7 @@ class Writer(threading.Thread):
                 self.statements += 1
             except sa.exc.DBAPIError as error:
                 self.failures.append(f"{n}: {str(error.orig).splitlines()[0]}")
+            self.longest = max(self.longest, time.monotonic() - started)
             time.sleep(0.002)
 
     def _saved(self) -> Callable[[], None]:

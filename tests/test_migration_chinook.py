@@ -250,6 +250,7 @@ class _ChinookApp(threading.Thread):
         self.stop = threading.Event()
         self.failures: list[str] = []
         self.retried = 0  # transactions run again (online_app.SNAPSHOT_TOO_OLD)
+        self.longest = 0.0  # the slowest transaction, seconds (the longest stall)
         self.invoices: dict[str, str] = {}  # BillingAddress tag -> customer email
         self.albums: dict[str, str] = {}  # album title -> artist name
         self.staff: dict[str, str] = {}  # employee email -> manager email
@@ -273,10 +274,12 @@ class _ChinookApp(threading.Thread):
         step = 0
         while not (self.stop.is_set() and self._enough()):
             step += 1
+            started = time.monotonic()
             try:
                 self.retried += one_transaction(partial(self._transaction, step), self._saved)
             except sa.exc.DBAPIError as error:
                 self.failures.append(f"{step}: {str(error.orig).splitlines()[0]}")
+            self.longest = max(self.longest, time.monotonic() - started)
             time.sleep(0.003)
         self.engine.dispose()
 

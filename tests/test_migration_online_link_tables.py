@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -86,6 +87,7 @@ class LinkWriter(threading.Thread):
         self.failures: list[str] = []
         self.retried = 0
         self.done = 0
+        self.longest = 0.0  # the slowest transaction, seconds (the longest stall)
         self.rng = random.Random(11)
         self.opened: list[str] = []  # shops of its own, not closed yet
         with engine.connect() as conn:
@@ -203,6 +205,7 @@ class LinkWriter(threading.Thread):
         n = 0
         while not self.stop.is_set() or self.done < 100:
             n += 1
+            started = time.monotonic()
             try:
                 self.retried += one_transaction(partial(self._one, n), self._saved)
                 self.done += 1
@@ -210,6 +213,7 @@ class LinkWriter(threading.Thread):
                 self.failures.append(f"{n}: {str(error.orig).splitlines()[0]}")
                 if len(self.failures) > 20:
                     return
+            self.longest = max(self.longest, time.monotonic() - started)
 
 
 def _state(
@@ -270,6 +274,8 @@ def test_link_tables_online_with_the_application_writing(online_shop: Engine, wa
         writer.join()
     assert writer.failures == [], writer.failures[:5]
     assert writer.done >= 100
+    done, longest = writer.done, writer.longest
+    print(f"\n{engine.dialect.name} {way}: {done} transactions, longest {longest:.3f} s")
     with engine.connect() as conn:
         tags, pairs, details = _state(conn)
         # Every row joins to a shop: none was lost or left pointing nowhere.
