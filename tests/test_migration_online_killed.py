@@ -24,6 +24,7 @@ import requirements as requires
 import sqlalchemy as sa
 from online_app import SHOPS, Writer, check_relations, quoted
 from sqlalchemy.engine import Connection, Engine
+from test_migration_online_link_tables import DETAIL, TAG, _links
 
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7
 from sqla_ids.migration.core.state import steps
@@ -86,6 +87,7 @@ def _mid_swap(conn: Connection) -> bool:
 KILL_POINTS: dict[str, Callable[[Connection], bool]] = {
     "parent backfill": _half("shop s"),
     "child backfill": _half("review"),
+    "link table backfill": _half(TAG),
     "prepare": _step_is("online:backfilled"),
     "swap": _step_is("online:prepared"),
     # Only where DDL commits statement by statement (requires.commits_each_ddl):
@@ -137,7 +139,7 @@ LEFTOVERS = {
 def _leftovers(conn: Connection) -> list[Any]:
     """Objects of the migration still there after it finished."""
     found: list[Any] = []
-    for table in ("shop s", "item", "review"):
+    for table in ("shop s", "item", "review", TAG, DETAIL):
         found += [
             f"{table}.{c['name']}"
             for c in sa.inspect(conn).get_columns(table)
@@ -153,6 +155,9 @@ def test_killed_then_resumed_with_the_application_writing(online_shop: Engine, p
     engine, shops = online_shop, quoted(online_shop)
     if point == "mid-swap":  # (elsewhere the swap is one transaction: no half swap to kill)
         requires.commits_each_ddl.skip_unless(engine)
+    _links(engine, pairs=False)  # link tables keyed by the reference (cascading)
+    with engine.connect() as conn:
+        links = _links_by_shop(conn)
     writer = Writer(engine, key_updates=False, shops=shops)
     writer.start()
     try:
@@ -182,3 +187,28 @@ def test_killed_then_resumed_with_the_application_writing(online_shop: Engine, p
         assert _leftovers(conn) == []
         kept = conn.exec_driver_sql(f"SELECT count(*) FROM {shops} WHERE id_old <= {SHOPS}")
         assert kept.scalar_one() == SHOPS - len(writer.deleted)  # every old key kept
+        # Every link of a shop still there, with its shop (the keys moved to
+        # the new column, every row walked by its two-column key).
+        wanted = {k: v for k, v in links.items() if k[1] not in writer.deleted}
+        assert _links_by_shop(conn) == wanted
+
+
+def _links_by_shop(conn: Connection) -> dict[tuple[str, str], str]:
+    """(link table, shop name) -> what the link says, over every link row
+    (joined through the key: a row whose shop is gone would be missing)."""
+    q = conn.dialect.identifier_preparer.quote
+    found: dict[tuple[str, str], str] = {}
+    rows = conn.exec_driver_sql(
+        f"SELECT 't', s.name, t.tag FROM {q(TAG)} t JOIN {q('shop s')} s ON s.id = t.shop_id"
+        f" UNION ALL SELECT 'd', s.name, d.detail FROM {q(DETAIL)} d"
+        f" JOIN {q('shop s')} s ON s.id = d.shop_id"
+    ).all()
+    for kind, shop, value in rows:
+        key = (f"{kind}:{value}" if kind == "t" else "d", str(shop))
+        found[key] = str(value)
+    count = sum(
+        int(conn.exec_driver_sql(f"SELECT count(*) FROM {q(table)}").scalar_one())
+        for table in (TAG, DETAIL)
+    )
+    assert count == len(rows) == len(found)
+    return found

@@ -36,9 +36,11 @@ PAIR = "pair`ing"
 DETAIL = "shop detail"
 
 
-def _links(engine: Engine) -> None:
+def _links(engine: Engine, pairs: bool = True) -> None:
     """``shop "tag"`` (key: shop, tag), ``pair`ing`` (key: rank, shop: the
-    reference second) and ``shop detail`` (key: the shop itself), with rows."""
+    reference second; not with ``pairs=False``: its foreign key has no cascade,
+    so a shop with pairs cannot be deleted) and ``shop detail`` (key: the shop
+    itself), with rows."""
     q = engine.dialect.identifier_preparer.quote
     integer = "bigint" if engine.dialect.name == "postgresql" else "BIGINT"
     shop = quoted(engine)
@@ -48,11 +50,12 @@ def _links(engine: Engine) -> None:
             f" note VARCHAR(20), PRIMARY KEY (shop_id, tag), CONSTRAINT tag_shop"
             f" FOREIGN KEY (shop_id) REFERENCES {shop} (id) ON DELETE CASCADE)"
         )
-        conn.exec_driver_sql(
-            f"CREATE TABLE {q(PAIR)} ({q('rank')} INT NOT NULL, shop_id {integer} NOT NULL,"
-            f" PRIMARY KEY ({q('rank')}, shop_id), CONSTRAINT pair_shop"
-            f" FOREIGN KEY (shop_id) REFERENCES {shop} (id))"
-        )
+        if pairs:
+            conn.exec_driver_sql(
+                f"CREATE TABLE {q(PAIR)} ({q('rank')} INT NOT NULL, shop_id {integer} NOT NULL,"
+                f" PRIMARY KEY ({q('rank')}, shop_id), CONSTRAINT pair_shop"
+                f" FOREIGN KEY (shop_id) REFERENCES {shop} (id))"
+            )
         conn.exec_driver_sql(
             f"CREATE TABLE {q(DETAIL)} (shop_id {integer} NOT NULL PRIMARY KEY,"
             f" detail VARCHAR(40), CONSTRAINT detail_shop FOREIGN KEY (shop_id)"
@@ -62,10 +65,11 @@ def _links(engine: Engine) -> None:
             sa.text(f"INSERT INTO {q(TAG)} (shop_id, tag, note) VALUES (:s, :t, :n)"),
             [{"s": 1 + n % 250, "t": f"t{n}", "n": f"n{n}"} for n in range(600)],
         )
-        conn.execute(
-            sa.text(f"INSERT INTO {q(PAIR)} ({q('rank')}, shop_id) VALUES (:r, :s)"),
-            [{"r": n % 9, "s": 1 + n % 250} for n in range(400)],
-        )
+        if pairs:
+            conn.execute(
+                sa.text(f"INSERT INTO {q(PAIR)} ({q('rank')}, shop_id) VALUES (:r, :s)"),
+                [{"r": n % 9, "s": 1 + n % 250} for n in range(400)],
+            )
         conn.execute(
             sa.text(f"INSERT INTO {q(DETAIL)} (shop_id, detail) VALUES (:s, :d)"),
             [{"s": s, "d": f"d{s}"} for s in range(1, 200)],

@@ -1964,7 +1964,7 @@ class ChildReferences(Walk):
         upto = connection.execute(
             sa.text(
                 f"SELECT {', '.join(ks)} FROM (SELECT"
-                f" {', '.join(f'{c} AS {k}' for c, k in zip(pk, ks, strict=True))}"
+                f" {', '.join(f'{col} AS {k}' for col, k in zip(pk, ks, strict=True))}"
                 f" FROM {c} r WHERE {low}{_keyset(pk, 'high', inclusive=True)}"
                 f" ORDER BY {', '.join(ks)} LIMIT :n) b"
                 f" ORDER BY {', '.join(f'{k} DESC' for k in ks)} LIMIT 1"
@@ -1993,7 +1993,7 @@ class ChildReferences(Walk):
         m = _q(connection, self.plan.mapping_table)
         mine, theirs = ("old_key", "new_key") if self.up else ("new_key", "old_key")
         value = f"COALESCE(x.{gv}, y.{theirs})"
-        keys = ", ".join(f"{c} AS {k}" for c, k in zip(pk, ks, strict=True))
+        keys = ", ".join(f"{col} AS {k}" for col, k in zip(pk, ks, strict=True))
         connection.execute(
             sa.text(
                 f"CREATE TEMPORARY TABLE {_BATCH} AS SELECT {keys}, r.{s} AS s,"
@@ -2019,7 +2019,7 @@ class ChildReferences(Walk):
             # application's trigger has set it already); no foreign key
             # check, which would lock the parents row by row (the checks
             # verify).
-            on = " AND ".join(f"b.{k} = {c}" for c, k in zip(pk, ks, strict=True))
+            on = " AND ".join(f"b.{k} = {col}" for col, k in zip(pk, ks, strict=True))
             connection.exec_driver_sql(
                 f"SET STATEMENT foreign_key_checks = 0 FOR UPDATE {c} r JOIN {_BATCH} b"
                 f" ON {on} SET r.{t} = b.v{_keep(connection, self.ref.table, 'r')}"
