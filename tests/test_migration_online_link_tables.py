@@ -250,16 +250,27 @@ def _counts(conn: sa.Connection) -> tuple[int, int, int]:
     )
 
 
+WAYS = ["undo after the swap", "contract", "undo before the swap"]
+
+
 @pytest.mark.parametrize(
-    "way",
+    ("database", "way"),
     [
-        "undo after the swap",
-        pytest.param("contract", marks=pytest.mark.slow),
-        pytest.param("undo before the swap", marks=pytest.mark.slow),
+        # One run in the quick loop, which CI runs on every PostgreSQL version
+        # (the key's swap meets each version's catalog); MariaDB's 18 s (its
+        # writer commits ~10,000 transactions meanwhile) are left to the full run.
+        ("postgresql", WAYS[0]),
+        *(pytest.param("postgresql", way, marks=pytest.mark.slow) for way in WAYS[1:]),
+        *(pytest.param("mariadb", way, marks=pytest.mark.slow) for way in WAYS),
     ],
 )
-def test_link_tables_online_with_the_application_writing(online_shop: Engine, way: str) -> None:
-    engine = online_shop
+def test_link_tables_online_with_the_application_writing(
+    request: pytest.FixtureRequest, database: str, way: str
+) -> None:
+    from online_app import shop_schema
+
+    engine: Engine = request.getfixturevalue(f"{database}_private_engine")
+    shop_schema(engine)
     _links(engine)
     with engine.connect() as conn:
         before = structure(conn)
