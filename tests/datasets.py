@@ -66,7 +66,11 @@ def load_sqlite(file: Path, script: str) -> None:
     raw.close()
 
 
-EMPLOYEES_FILES = {"postgresql": "employees-postgresql.sql", "mariadb": "employees.sql"}
+EMPLOYEES_FILES = {
+    "postgresql": "employees-postgresql.sql",
+    "mariadb": "employees.sql",
+    "sqlite": "employees-postgresql.sql",  # with two edits: see script()
+}
 EMPLOYEES_DUMPS = ("load_departments.dump",)
 """Loaded with the schema; ``load_dept_manager.dump`` by :func:`populate_employees`
 (after the employees it names)."""
@@ -79,6 +83,12 @@ def script(dataset: str, dialect: str) -> str:
         dumps = [(DATA / "employees" / d).read_text(encoding="utf-8") for d in EMPLOYEES_DUMPS]
         if dialect == "postgresql":
             dumps = [d.replace("`", "") for d in dumps]
+        if dialect == "sqlite":
+            # The PostgreSQL port, but for what SQLite does not take: a DROP
+            # TABLE of several tables (nothing to drop here) and CREATE OR
+            # REPLACE VIEW.
+            text = re.sub(r"^DROP TABLE IF EXISTS .*?;", "", text, flags=re.S | re.M)
+            text = text.replace("CREATE OR REPLACE VIEW", "CREATE VIEW")
         return "\n".join([text, *dumps])
     if dataset == "chinook":
         path = DATA / "chinook" / CHINOOK_FILES[dialect]

@@ -1,6 +1,7 @@
 """Every single-column key of public sample databases, on every database.
 
-For Chinook and Sakila (``tests/data``, with their licences) on SQLite,
+For Chinook, Sakila and MySQL's employees sample (``tests/data``, with their
+licences) on SQLite,
 PostgreSQL and MariaDB: migrate every table with a single-column integer/text
 key, one after the other, keeping whatever the plan refuses (named, with
 nothing changed); every relationship must join the same rows afterwards;
@@ -32,7 +33,11 @@ from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_
 
 pytestmark = pytest.mark.slow
 
-CASES = [(d, db) for d in ("chinook", "sakila") for db in ("sqlite", "postgresql", "mariadb")]
+CASES = [
+    (d, db)
+    for d in ("chinook", "sakila", "employees")
+    for db in ("sqlite", "postgresql", "mariadb")
+]
 
 
 @pytest.fixture(params=CASES, ids=[f"{d}-{db}" for d, db in CASES])
@@ -45,6 +50,9 @@ def dataset(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[st
         if name == "sakila":
             with engine.begin() as conn:
                 datasets.populate(conn)
+        elif name == "employees":
+            with engine.begin() as conn:
+                datasets.populate_employees(conn)
         yield name, engine
         engine.dispose()
         return
@@ -55,6 +63,8 @@ def dataset(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[st
                 datasets.load(conn, name, dialect)
                 if name == "sakila":
                     datasets.populate(conn)
+                elif name == "employees":
+                    datasets.populate_employees(conn)
             yield name, engine
 
 
