@@ -266,3 +266,48 @@ def test_mariadb_every_blocker_in_one_message(mariadb_private_engine: Engine) ->
             "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()"
         ).scalars()
         assert trigger in list(triggers)
+
+
+def test_a_partitioned_child_is_refused_online_before_anything_changes(
+    postgresql_private_engine: Engine,
+) -> None:
+    """A child partitioned with its foreign key on the partitioned table (not on
+    each partition): the online run expanded and backfilled it, then failed at
+    the prepare ("cannot create index on partitioned table ... concurrently").
+    Refused up front now, by name, with the way out; the offline mode converts
+    it through the partitioned table."""
+    engine = postgresql_private_engine
+    with engine.begin() as conn:
+        q = lambda name: _q(conn, name)  # noqa: E731
+        conn.exec_driver_sql(
+            f"CREATE TABLE {q(CUSTOMER)} ({q(CUSTOMER_ID)} serial PRIMARY KEY, name text)"
+        )
+        conn.exec_driver_sql(
+            f"CREATE TABLE {q(PAYMENT)} (payment_id serial, {q(CUSTOMER_ID)} integer NOT NULL"
+            f" REFERENCES {q(CUSTOMER)} ON DELETE CASCADE, paid date NOT NULL,"
+            " PRIMARY KEY (payment_id, paid)) PARTITION BY RANGE (paid)"
+        )
+        conn.exec_driver_sql(
+            f"CREATE TABLE {q(_partition(1))} PARTITION OF {q(PAYMENT)}"
+            " FOR VALUES FROM ('2007-01-01') TO ('2008-01-01')"
+        )
+        conn.exec_driver_sql(f"CREATE INDEX {q('ix pay')} ON {q(PAYMENT)} ({q(CUSTOMER_ID)})")
+        conn.exec_driver_sql(f"INSERT INTO {q(CUSTOMER)} (name) VALUES ('a'), ('b')")
+        conn.exec_driver_sql(
+            f"INSERT INTO {q(PAYMENT)} ({q(CUSTOMER_ID)}, paid) VALUES (1, '2007-02-01')"
+        )
+    with engine.connect() as conn:
+        before = (dbsnapshot.schema(conn), dbsnapshot.rows(conn))
+        conn.rollback()  # (online: no transaction open)
+        with pytest.raises(MigrationRefusedError) as refused:
+            migrate_pk_to_uuid7(conn, CUSTOMER, online=True)
+        conn.rollback()
+        assert f"{PAYMENT} is partitioned" in str(refused.value)
+        assert "online=False" in str(refused.value)
+        assert (dbsnapshot.schema(conn), dbsnapshot.rows(conn)) == before
+        # Offline, it goes through (and back).
+        migrate_pk_to_uuid7(conn, CUSTOMER)
+        conn.commit()
+        restore_pk_from_uuid7(conn, CUSTOMER)
+        conn.commit()
+        assert (dbsnapshot.schema(conn), dbsnapshot.rows(conn)) == before

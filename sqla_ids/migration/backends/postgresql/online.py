@@ -840,8 +840,8 @@ class PostgreSQLOnline(OnlineStrategy):
         return {d for d in found if not mentions_object_name(d) and d not in ours}
 
     def refusals(self, connection: Connection, plan: PkMigrationPlan) -> list[str]:
-        """Composite references, child keys over references, expression/partial
-        indexes, partitions (the offline mode handles them), a ``timestamp_column``
+        """Composite references, expression/partial indexes, partitioned tables and
+        partitions (the offline mode handles them), a ``timestamp_column``
         the migration converts. Views over the columns are recreated by the swap
         (with ``recreate_views=True``, which the planner asks for, as offline)."""
         problems = timestamp_refusals(plan)
@@ -907,6 +907,19 @@ class PostgreSQLOnline(OnlineStrategy):
                 f"{plan.table} is partitioned, which the online mode does not handle; migrate"
                 " offline (online=False)"
             )
+        for child in sorted({r.table for _, r in references(plan)} - {plan.table}):
+            partitioned = connection.execute(
+                sa.text("SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass(:t)"),
+                {"t": _q(connection, child)},
+            ).scalar()
+            if partitioned:
+                # Found by a run that backfilled, then failed at the prepare.
+                problems.append(
+                    f"{child} is partitioned: the online mode builds its indexes CONCURRENTLY"
+                    " and its foreign key NOT VALID, which PostgreSQL does on no partitioned"
+                    " table; migrate offline (online=False), which converts it through"
+                    " itself"
+                )
         problems += self._trigger_refusals(connection, plan)
         problems += versions.version_refusals(connection, plan)
         return problems
