@@ -46,8 +46,8 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -72,7 +72,10 @@ AUDIT = "app's audit"
 """The audit table (a quote and a space in its name)."""
 ORIGINAL_STAMP = "2020-01-02 03:04:05"
 """Chinook's added ``last_update``: every original row has it, until the application updates it."""
-SAMPLES = [(d, db) for d in ("chinook", "sakila") for db in ("postgresql", "mariadb")]
+SAMPLES = [
+    *((d, db) for d in ("chinook", "sakila") for db in ("postgresql", "mariadb")),
+    ("pagila", "postgresql"),
+]
 
 
 # -- the triggers ------------------------------------------------------------------------
@@ -118,6 +121,9 @@ def add_triggers(conn: Connection, dataset: str) -> None:
                 )
             _pg_audit(conn, "invoice", "billing_address")
             _pg_audit(conn, "album", "title")
+        elif dataset == "pagila":
+            # On the partitioned child (PostgreSQL clones it onto each partition).
+            _pg_audit(conn, "payment", "payment_date")
         else:
             _pg_audit(conn, "film", "title")
         return
@@ -378,7 +384,7 @@ def app_engine(engine: Engine) -> Engine:
 
 
 _PARENTS = ("store", "address", "inventory", "staff")
-_ANY = "SELECT " + ", ".join(f"(SELECT MIN({t}_id) FROM {t})" for t in _PARENTS)
+_ANY = "SELECT " + ", ".join(f"(SELECT {t}_id FROM {t} ORDER BY 1 LIMIT 1)" for t in _PARENTS)
 """A parent row of each kind the application's Sakila rows point at, read first, not a
 literal key: these tables are migrated too (their keys become UUIDs). A plain read
 (not a subquery of the ``INSERT``, which would lock the rows it reads, as the
@@ -398,9 +404,13 @@ class SakilaApp(Writer):
     titles ``app film <n>``, languages ``app L<n>``, customers ``APP<n>``,
     payment and rental dates in 2031."""
 
-    def __init__(self, engine: Engine, names: list[str]) -> None:
+    def __init__(self, engine: Engine, names: list[str], payments: bool) -> None:
         super().__init__(engine, key_updates=False)
         self.pg = engine.dialect.name == "postgresql"
+        self.payments = payments  # Sakila on MariaDB, pagila; else films and languages
+        # Where the audit trigger says its payments went: on pagila the partition
+        # of their month (a trigger on a partitioned table fires on the partition).
+        self.paid_into = "payment_p2031_01" if self.pg else "payment"
         self.names = names  # original languages (PostgreSQL) or customers' last names
         self.progress = Progress()
         self.audit = Audit()
@@ -429,10 +439,10 @@ class SakilaApp(Writer):
 
     def _one(self, n: int, tag: str) -> None:
         with self.engine.begin() as conn:
-            if self.pg:
-                self._film(conn, n)
-            else:
+            if self.payments:
                 self._payment(conn, n)
+            else:
+                self._film(conn, n)
         self.progress.tick()
 
     def _film(self, conn: Connection, n: int) -> None:
@@ -509,7 +519,9 @@ class SakilaApp(Writer):
                 self.mine.append(name)
                 rental = "(SELECT rental_id FROM rental WHERE rental_date = :d)"
             else:
-                name, rental = self.rng.choice(self.names + self.mine), "NULL"
+                name = self.rng.choice(self.names + self.mine)
+                # pagila's payment.rental_id is NOT NULL; Sakila's may be NULL.
+                rental = "(SELECT rental_id FROM rental ORDER BY 1 LIMIT 1)" if self.pg else "NULL"
             conn.execute(
                 q(
                     "INSERT INTO payment (customer_id, staff_id, rental_id, amount, payment_date)"
@@ -518,7 +530,7 @@ class SakilaApp(Writer):
                 {"c": name, "d": when, "staff": parents["staff"]},
             )
             self.parent[when] = name
-            self.audit.rows[("payment", "INSERT", when)] += 1
+            self.audit.rows[(self.paid_into, "INSERT", self._tag(when))] += 1
         elif action == 2 and self.parent:
             paid = self.rng.choice(sorted(self.parent))
             name = self.rng.choice(self.names + self.mine)
@@ -527,11 +539,13 @@ class SakilaApp(Writer):
                 {"d": paid, "c": name},
             )
             self.parent[paid] = name
+            if self.pg:  # (MariaDB's audit has no UPDATE trigger: see add_triggers)
+                self.audit.rows[(self.paid_into, "UPDATE", self._tag(paid))] += 1
         elif action == 3 and len(self.parent) > 5:
             paid = self.rng.choice(sorted(self.parent))
             conn.execute(q("DELETE FROM payment WHERE payment_date = :d"), {"d": paid})
             del self.parent[paid]
-            self.audit.rows[("payment", "DELETE", paid)] += 1
+            self.audit.rows[(self.paid_into, "DELETE", self._tag(paid))] += 1
         else:
             paid = self.rng.choice(sorted(self.parent) or [when])
             key = conn.execute(
@@ -541,12 +555,12 @@ class SakilaApp(Writer):
                 found = conn.execute(
                     q("SELECT payment_date FROM payment WHERE payment_id = :k"), {"k": key}
                 ).scalar_one()
-                assert str(found) == paid, (found, paid)
+                assert _naive(found) == paid, (found, paid)
 
     def check(self, engine: Engine) -> list[str]:
         problems = []
         with engine.connect() as conn:
-            if self.pg:
+            if not self.payments:
                 found = {
                     t: str(name).rstrip()
                     for t, name in conn.exec_driver_sql(
@@ -556,7 +570,7 @@ class SakilaApp(Writer):
                 }
             else:
                 found = {
-                    str(d): name
+                    _naive(d): name
                     for d, name in conn.exec_driver_sql(
                         "SELECT p.payment_date, c.last_name FROM payment p JOIN customer c"
                         " ON c.customer_id = p.customer_id WHERE p.payment_date >= '2031-01-01'"
@@ -567,8 +581,15 @@ class SakilaApp(Writer):
             problems.append(f"rows: found {found!r:.300} wanted {self.parent!r:.300}")
         return problems
 
+    def _tag(self, when: str) -> str:
+        """A payment date as the audit trigger records it (PostgreSQL: the row's
+        JSON, ``timestamptz`` in the sessions' UTC; MariaDB: ``CAST(... AS CHAR)``)."""
+        if not self.pg:
+            return when
+        return datetime.fromisoformat(when).replace(tzinfo=UTC).isoformat()
+
     def cleanup(self, conn: Connection) -> None:
-        if self.pg:
+        if not self.payments:
             sqls = [
                 "DELETE FROM film WHERE title LIKE 'app film %%'",
                 "DELETE FROM language WHERE name LIKE 'app L%%'",
@@ -583,15 +604,23 @@ class SakilaApp(Writer):
             conn.exec_driver_sql(sql)
 
 
-def sakila_app(engine: Engine) -> SakilaApp:
+def sakila_app(engine: Engine, dataset: str) -> SakilaApp:
+    """Sakila's application: films on Sakila's PostgreSQL port (its ``payment``
+    inherits, which neither mode takes), payments on MariaDB and on pagila
+    (whose ``payment`` is partitioned)."""
+    payments = dataset == "pagila" or engine.dialect.name != "postgresql"
     with engine.connect() as conn:
-        sql = (
-            "SELECT rtrim(name) FROM language"
-            if engine.dialect.name == "postgresql"
-            else "SELECT last_name FROM customer"
-        )
+        sql = "SELECT last_name FROM customer" if payments else "SELECT rtrim(name) FROM language"
         names = list(conn.exec_driver_sql(sql).scalars())
-    return SakilaApp(app_engine(engine), names)
+    return SakilaApp(app_engine(engine), names, payments)
+
+
+def _naive(value: Any) -> str:
+    """A payment date as the application wrote it (a ``timestamptz`` read back
+    carries the session's zone, UTC here)."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return str(value.astimezone(UTC).replace(tzinfo=None))
+    return str(value)
 
 
 App = ChinookApp | SakilaApp
@@ -612,6 +641,11 @@ class Sample:
     later: list[str]
     """Accepted tables left out of the phase-by-phase run (see :func:`_one_at_a_time`):
     migrated after the others' contract, one at a time."""
+    extra: dict[str, PkMigrationOptions] = field(default_factory=dict)
+    """A table's own options, where its refusal named one (``datasets.AS_TOLD``)."""
+
+    def options_for(self, table: str) -> PkMigrationOptions:
+        return self.extra.get(table, self.options)
 
 
 @pytest.fixture(params=SAMPLES, ids=[f"{d}-{db}" for d, db in SAMPLES])
@@ -625,14 +659,16 @@ def sample(request: pytest.FixtureRequest) -> Iterator[Sample]:
         # table visible through it, and other tests' tables come and go in public.
         options = engine.url.query["options"]
         assert isinstance(options, str) and options.endswith(",public"), options
-        engine = sa.create_engine(
-            engine.url.update_query_dict({"options": options.removesuffix(",public")})
-        )
+        # In UTC: the application's payment dates are read back as written.
+        options = options.removesuffix(",public") + " -c timezone=UTC"
+        engine = sa.create_engine(engine.url.update_query_dict({"options": options}))
         request.addfinalizer(engine.dispose)
     with engine.begin() as conn:
         datasets.load(conn, dataset, dialect)
-        if dataset == "sakila":
+        if dataset in ("sakila", "pagila"):
             datasets.populate(conn)
+            if dataset == "pagila":
+                datasets.populate_pagila(conn)
             if dialect == "postgresql":
                 # populate() gives keys 1..n itself: the sequences follow, as
                 # after a restore of a dump, so that the application's rows get new ones.
@@ -640,6 +676,9 @@ def sample(request: pytest.FixtureRequest) -> Iterator[Sample]:
                     "SELECT table_name, column_name, column_default FROM information_schema.columns"
                     " WHERE table_schema = current_schema()"
                     " AND column_default LIKE 'nextval(%%'"
+                    # (pagila's partitions share payment's sequence: payment's max.)
+                    " AND table_name NOT IN (SELECT relname FROM pg_class WHERE relispartition"
+                    " AND relnamespace = quote_ident(current_schema())::regnamespace)"
                 ).all():
                     sequence = re.fullmatch(r"nextval\('(.*)'::regclass\)", default)
                     assert sequence is not None, default
@@ -668,17 +707,24 @@ def sample(request: pytest.FixtureRequest) -> Iterator[Sample]:
         )
     migrated, refused = [], {}
     plans: dict[str, PkMigrationPlan] = {}
+    extra = {
+        table: replace(options, **told)  # type: ignore[arg-type]
+        for (name, table), told in datasets.AS_TOLD.items()
+        if name == dataset
+    }
     for table in keys:
         with engine.connect() as conn:
             try:
-                plans[table] = migrate_pk_to_uuid7(conn, table, options, dry_run=True)
+                plans[table] = migrate_pk_to_uuid7(
+                    conn, table, extra.get(table, options), dry_run=True
+                )
                 migrated.append(table)
             except MigrationRefusedError as error:
                 refused[table] = str(error)
             except Exception as error:  # a planner crash: say on which table
                 raise AssertionError(f"planning {table!r} online failed: {error!r}") from error
     later = _one_at_a_time(migrated, plans)
-    yield Sample(dataset, engine, keys, migrated, refused, options, later)
+    yield Sample(dataset, engine, keys, migrated, refused, options, later, extra)
 
 
 def _one_at_a_time(migrated: list[str], plans: dict[str, PkMigrationPlan]) -> list[str]:
@@ -721,7 +767,9 @@ def _report(sample: Sample, **results: Any) -> None:
 
 
 def _app(sample: Sample) -> App:
-    return chinook_app(sample.engine) if sample.dataset == "chinook" else sakila_app(sample.engine)
+    if sample.dataset == "chinook":
+        return chinook_app(sample.engine)
+    return sakila_app(sample.engine, sample.dataset)
 
 
 def _with_writes_around_every_step(app: App, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
@@ -751,7 +799,7 @@ def _migrate(sample: Sample, goal: str) -> None:
     for phase in ("prepare", "swap", "contract"):
         for table in sample.migrated:
             with sample.engine.connect() as conn:
-                migrate_pk_to_uuid7(conn, table, sample.options, phase=phase)  # type: ignore[arg-type]
+                migrate_pk_to_uuid7(conn, table, sample.options_for(table), phase=phase)  # type: ignore[arg-type]
         if phase == goal:
             return
 
@@ -803,7 +851,7 @@ def test_every_accepted_key_online_with_the_application_writing(
         _migrate(sample, "contract")
         for table in sample.later:  # each after the others' contract, in one run
             with engine.connect() as conn:
-                migrate_pk_to_uuid7(conn, table, sample.options)
+                migrate_pk_to_uuid7(conn, table, sample.options_for(table))
     finally:
         app.stop.set()
         app.join()

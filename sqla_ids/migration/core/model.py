@@ -65,6 +65,9 @@ class Dependent:
     kind: str  # "primary", "unique" or "index"
     columns: list[str]
     definition: str | None = None
+    via: str | None = None
+    """On PostgreSQL, an index of a partition's own: the partitioned table whose
+    column it covers (converted through that table: see :attr:`Reference.via`)."""
 
 
 @dataclass

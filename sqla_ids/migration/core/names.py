@@ -97,7 +97,8 @@ class Sides:
         return child_old(self.plan, n, ref) if self.up else tmp
 
     def new_column(self, table: str, column: str) -> str:
-        """The column that will replace ``table.column`` (in an index being rebuilt)."""
+        """The column that will replace ``table.column`` (in an index being rebuilt;
+        for a partition's own index, ``table`` is its :attr:`Dependent.via`)."""
         if (table, column) == (self.plan.table, self.plan.column):
             return self.key_new
         for n, ref in references(self.plan):

@@ -62,7 +62,7 @@ from sqla_ids.migration.backends.base import (
     Probe,
     Task,
 )
-from sqla_ids.migration.backends.postgresql import keys, versions
+from sqla_ids.migration.backends.postgresql import keys, partitions, versions
 from sqla_ids.migration.backends.postgresql.reflect import GENERATED_READERS, find_views
 from sqla_ids.migration.core import mapping
 from sqla_ids.migration.core.backfill import (
@@ -72,7 +72,13 @@ from sqla_ids.migration.core.backfill import (
     first_ms,
     timestamp_refusals,
 )
-from sqla_ids.migration.core.model import OLD_COLUMN_COMMENT, PkMigrationPlan, Reference, View
+from sqla_ids.migration.core.model import (
+    OLD_COLUMN_COMMENT,
+    Dependent,
+    PkMigrationPlan,
+    Reference,
+    View,
+)
 from sqla_ids.migration.core.names import (
     Sides,
     child_old,
@@ -170,11 +176,65 @@ class Catalog:
     """The views over the converted columns under their own names (and views over
     those), in the order to create them: the swap and its undo drop them first
     and create them again last, in their transaction (read for those only)."""
+    partitioned: set[str] = field(default_factory=set)
+    """The affected tables (and partitions carrying foreign keys) that are
+    partitioned: their foreign keys are added at the swap, adopting the pieces
+    the prepare validated on each partition (:mod:`.partitions`)."""
+    actions: dict[tuple[str, str], str] = field(default_factory=dict)
+    """``(table, constraint)`` -> a partitioned table's foreign key's actions."""
+    index_pieces: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
+    """``(table, index)`` of a partitioned table -> ``(piece, name)``: the piece
+    the prepare built on a partition over the arriving column, and the name the
+    leaving column's piece there has (which it takes at the swap)."""
+    key_pieces: dict[tuple[str, str], list[tuple[str, str, str]]] = field(default_factory=dict)
+    """``(table, constraint)`` of a partitioned table's foreign key -> ``(partition,
+    piece, name)``, as :attr:`index_pieces`."""
 
 
 def _tables(plan: PkMigrationPlan) -> list[str]:
     """The migrated table and the children, sorted (numbering the triggers)."""
     return sorted({plan.table, *(r.table for _, r in references(plan))})
+
+
+@dataclass(frozen=True)
+class _Moved:
+    """A foreign key the online mode builds again on the arriving column: a
+    child's, or one a partition declares itself over its partitioned table's
+    column (pagila's ``payment_p2022_01``: ``ref`` is then the partitioned
+    table's reference, through which the column is converted)."""
+
+    table: str
+    constraint: str
+    name: str
+    """The migration's own name for it until the swap gives it ``constraint``."""
+    n: int
+    ref: Reference
+
+
+def _moved(plan: PkMigrationPlan) -> list[_Moved]:
+    moved = [
+        _Moved(ref.table, ref.constraint, object_name(plan, "fk", n), n, ref)
+        for n, ref in references(plan)
+        if ref.constraint
+    ]
+    through = {(r.table, r.column): (n, r) for n, r in references(plan)}
+    for i, ref in enumerate(plan.references):
+        if ref.via is not None and ref.constraint and (ref.via, ref.column) in through:
+            n, root = through[(ref.via, ref.column)]
+            moved.append(_Moved(ref.table, ref.constraint, object_name(plan, "pfk", i), n, root))
+    return moved
+
+
+def _owner(connection: Connection, dep: Dependent) -> str | None:
+    """The ``UNIQUE`` or ``PRIMARY KEY`` constraint owning the index ``dep``."""
+    owner = connection.execute(
+        sa.text(
+            "SELECT conname FROM pg_constraint WHERE conindid = to_regclass(:i)"
+            " AND conrelid = to_regclass(:t) AND contype IN ('p', 'u')"
+        ),
+        {"i": _q(connection, dep.name), "t": _q(connection, dep.table)},
+    ).scalar()
+    return None if owner is None else str(owner)
 
 
 def read_views(connection: Connection, plan: PkMigrationPlan) -> list[View]:
@@ -228,16 +288,32 @@ def read_catalog(connection: Connection, plan: PkMigrationPlan, views: bool = Fa
                 params,
             ).all()
         ]
-    for _, dep in rebuilt(plan):
-        owner = connection.execute(
-            sa.text(
-                "SELECT conname FROM pg_constraint WHERE conindid = to_regclass(:i)"
-                " AND conrelid = to_regclass(:t) AND contype IN ('p', 'u')"
-            ),
-            {"i": _q(connection, dep.name), "t": _q(connection, dep.table)},
-        ).scalar()
+    for number, dep in rebuilt(plan):
+        owner = _owner(connection, dep)
         if owner:
             catalog.owners[(dep.table, dep.name)] = str(owner)
+        if partitions.is_partitioned(connection, dep.table):
+            ours = object_name(plan, "ix", number)
+            pieces = [
+                (partitions.piece(ours, oid), name)
+                for oid, name in partitions.index_pieces(connection, dep.name)
+            ]
+            built = partitions.existing_indexes(connection, [piece for piece, _ in pieces])
+            catalog.index_pieces[(dep.table, dep.name)] = [p for p in pieces if p[0] in built]
+    for key in _moved(plan):
+        if partitions.is_partitioned(connection, key.table):
+            catalog.partitioned.add(key.table)
+            catalog.actions[(key.table, key.constraint)] = _fk_actions(
+                connection, key.table, key.constraint
+            )
+            leaves = [
+                (partition, partitions.piece(key.name, oid), name)
+                for oid, partition, name in partitions.foreign_key_pieces(
+                    connection, key.table, key.constraint
+                )
+            ]
+            made = partitions.existing_constraints(connection, [leaf[1] for leaf in leaves])
+            catalog.key_pieces[(key.table, key.constraint)] = [x for x in leaves if x[1] in made]
     return catalog
 
 
@@ -601,9 +677,8 @@ def _exchange(
     statements += _grants(dialect, catalog, plan.table, plan.column, sides.key_new)
     for n, ref in references(plan):
         statements += _grants(dialect, catalog, ref.table, ref.column, sides.child_new(n, ref))
-    for _, ref in references(plan):
-        if ref.constraint:
-            run(f"ALTER TABLE {q(ref.table)} DROP CONSTRAINT {q(ref.constraint)}")
+    for key in _moved(plan):
+        run(f"ALTER TABLE {q(key.table)} DROP CONSTRAINT {q(key.constraint)}")
     for _, dep in rebuilt(plan):
         owner = catalog.owners.get((dep.table, dep.name))
         if owner:
@@ -638,13 +713,24 @@ def _exchange(
                 dialect, ref.table, parked, ref.column, object_name(plan, "nno", n)
             )
             run(f"ALTER TABLE {c} DROP CONSTRAINT {q(object_name(plan, 'nn', n))}")
-        if ref.constraint:
+    for key in _moved(plan):
+        if key.table in catalog.partitioned:
+            # Adopts the piece validated on each partition: no row is read.
             run(
-                f"ALTER TABLE {c} RENAME CONSTRAINT {q(object_name(plan, 'fk', n))}"
-                f" TO {q(ref.constraint)}"
+                f"ALTER TABLE {q(key.table)} ADD CONSTRAINT {q(key.constraint)} FOREIGN KEY"
+                f" ({q(key.ref.column)}) REFERENCES {t} ({q(plan.column)})"
+                + catalog.actions[(key.table, key.constraint)]
+            )
+            for partition, piece, name in catalog.key_pieces.get((key.table, key.constraint), []):
+                run(f"ALTER TABLE {partition} RENAME CONSTRAINT {q(piece)} TO {q(name)}")
+        else:
+            run(
+                f"ALTER TABLE {q(key.table)} RENAME CONSTRAINT {q(key.name)} TO {q(key.constraint)}"
             )
     for number, dep in rebuilt(plan):
         run(f"ALTER INDEX {q(object_name(plan, 'ix', number))} RENAME TO {q(dep.name)}")
+        for piece, name in catalog.index_pieces.get((dep.table, dep.name), []):
+            run(f"ALTER INDEX {q(piece)} RENAME TO {q(name)}")
         owner = catalog.owners.get((dep.table, dep.name))
         if owner:  # it was a constraint (a link table's key, a UNIQUE), not only an index
             # The new column is NOT NULL by now (above): PRIMARY KEY USING INDEX
@@ -845,11 +931,10 @@ class PostgreSQLOnline(OnlineStrategy):
         the migration converts. Views over the columns are recreated by the swap
         (with ``recreate_views=True``, which the planner asks for, as offline)."""
         problems = timestamp_refusals(plan)
-        carried: dict[str, list[str]] = {}
         for ref in plan.references:
             if ref.via is not None:
-                carried.setdefault(ref.via, []).append(ref.table)
-            elif len(ref.columns) > 1:
+                continue  # a partition's own foreign key: moved with its partitioned table's column
+            if len(ref.columns) > 1:
                 problems.append(
                     f"foreign key {ref.constraint} on {ref.table} has several columns;"
                     " online mode handles single-column references; migrate offline (online=False)"
@@ -859,12 +944,6 @@ class PostgreSQLOnline(OnlineStrategy):
                     f"{ref.table} has no primary key, which the online backfill walks its"
                     " rows by; add one (op.add_uuid7_key), or migrate offline (online=False)"
                 )
-        for root, partitions in carried.items():
-            problems.append(
-                f"partitions of {root} declare their own foreign keys to {plan.table}"
-                f" ({', '.join(partitions)}), which the online mode does not carry; migrate"
-                " offline (online=False), which puts each back on its partition"
-            )
         for _, dep in rebuilt(plan):
             if dep.kind == "primary":
                 # A link table's key is built again over the new column and takes
@@ -907,19 +986,29 @@ class PostgreSQLOnline(OnlineStrategy):
                 f"{plan.table} is partitioned, which the online mode does not handle; migrate"
                 " offline (online=False)"
             )
-        for child in sorted({r.table for _, r in references(plan)} - {plan.table}):
-            partitioned = connection.execute(
-                sa.text("SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass(:t)"),
-                {"t": _q(connection, child)},
-            ).scalar()
-            if partitioned:
-                # Found by a run that backfilled, then failed at the prepare.
-                problems.append(
-                    f"{child} is partitioned: the online mode builds its indexes CONCURRENTLY"
-                    " and its foreign key NOT VALID, which PostgreSQL does on no partitioned"
-                    " table; migrate offline (online=False), which converts it through"
-                    " itself"
-                )
+        partitioned = sorted(
+            t
+            for t in {r.table for r in plan.references}
+            if partitions.is_partitioned(connection, t)
+        )
+        if partitioned and (connection.dialect.server_version_info or (0,)) < (13,):
+            # The sync triggers are row triggers BEFORE INSERT OR UPDATE, which a
+            # partitioned table has from PostgreSQL 13 on.
+            problems.append(
+                f"{', '.join(partitioned)} {'is' if len(partitioned) == 1 else 'are'} partitioned,"
+                " which the online mode handles from PostgreSQL 13 on (row triggers BEFORE"
+                " INSERT on a partitioned table); migrate offline (online=False)"
+            )
+        for _, dep in rebuilt(plan):
+            if dep.kind != "index" and partitions.is_partitioned(connection, dep.table):
+                kind = "primary key" if dep.kind == "primary" else "unique constraint"
+                if _owner(connection, dep):
+                    problems.append(
+                        f"the {kind} {dep.name} of the partitioned table {dep.table} includes a"
+                        f" reference to {plan.table}: the online mode builds it again over the"
+                        " new column and PostgreSQL cannot make an index a constraint on a"
+                        " partitioned table (USING INDEX); migrate offline (online=False)"
+                    )
         problems += self._trigger_refusals(connection, plan)
         problems += versions.version_refusals(connection, plan)
         return problems
@@ -1070,7 +1159,7 @@ class PostgreSQLOnline(OnlineStrategy):
         tasks = self._index(plan.table, [sides.key_new], object_name(plan, "key", 0), unique=True)
         tasks += self._not_null(plan.table, sides.key_new, object_name(plan, "nn", 0))
         for number, dep in rebuilt(plan):
-            cols = [sides.new_column(dep.table, c) for c in dep.columns]
+            cols = [sides.new_column(dep.via or dep.table, c) for c in dep.columns]
             tasks += self._index(
                 dep.table, cols, object_name(plan, "ix", number), dep.kind != "index"
             )
@@ -1079,12 +1168,28 @@ class PostgreSQLOnline(OnlineStrategy):
                 tasks += self._not_null(
                     ref.table, sides.child_new(n, ref), object_name(plan, "nn", n)
                 )
-            if ref.constraint:
-                tasks += self._foreign_key(plan, n, ref, sides)
+        for key in _moved(plan):
+            tasks += self._foreign_key(plan, key, sides)
         return tasks
 
     def _index(self, table: str, columns: list[str], name: str, unique: bool) -> list[Task]:
+        """A unique index over the new key, or an index rebuilt over a child's
+        new column: built ``CONCURRENTLY`` -- on a partitioned child, on each
+        partition, then attached (:mod:`.partitions`)."""
+
+        def shells(connection: Connection) -> list[Statement]:
+            if not partitions.is_partitioned(connection, table):
+                return []
+            return partitions.index_shells(connection, table, columns, name, unique)
+
+        def attach(connection: Connection) -> list[Statement]:
+            if not partitions.is_partitioned(connection, table):
+                return []
+            return partitions.index_attach(connection, table, name)
+
         def build(connection: Connection) -> list[Statement]:
+            if partitions.is_partitioned(connection, table):
+                return partitions.index_leaves(connection, table, columns, name, unique)
             valid = connection.execute(
                 sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
                 {"i": _q(connection, name)},
@@ -1106,8 +1211,13 @@ class PostgreSQLOnline(OnlineStrategy):
         # Outside any transaction, with no lock timeout: CREATE INDEX
         # CONCURRENTLY only takes locks that the application's reads and
         # writes do not conflict with, and waits for the transactions already
-        # running to end -- a wait that blocks nobody.
-        return [Ddl(f"index {name}", build, Mode.AUTOCOMMIT)]
+        # running to end -- a wait that blocks nobody. (The shells and the
+        # attaching take brief locks that do conflict: under the lock timeout.)
+        return [
+            Ddl(f"index {name} (partitioned)", shells),
+            Ddl(f"index {name}", build, Mode.AUTOCOMMIT),
+            Ddl(f"index {name} attached", attach),
+        ]
 
     def _not_null(self, table: str, column: str, name: str) -> list[Task]:
         def add(connection: Connection) -> list[Statement]:
@@ -1128,31 +1238,45 @@ class PostgreSQLOnline(OnlineStrategy):
             lambda c: [Statement(f"ALTER TABLE {_q(c, table)} VALIDATE CONSTRAINT {_q(c, name)}")],
         )
 
-    def _foreign_key(
-        self, plan: PkMigrationPlan, n: int, ref: Reference, sides: Sides
-    ) -> list[Task]:
-        name = object_name(plan, "fk", n)
-        assert ref.constraint is not None
-        constraint = ref.constraint
+    def _foreign_key(self, plan: PkMigrationPlan, key: _Moved, sides: Sides) -> list[Task]:
+        """``NOT VALID``, then ``VALIDATE``: on a partitioned table, on each of
+        its partitions (the swap adds it to the partitioned table itself)."""
 
         def add(connection: Connection) -> list[Statement]:
-            if _constraint_exists(connection, ref.table, name):
-                return []
-            actions = _fk_actions(connection, ref.table, constraint)
+            q = connection.dialect.identifier_preparer.quote
+            definition = (
+                f"FOREIGN KEY ({q(sides.child_new(key.n, key.ref))})"
+                f" REFERENCES {q(plan.table)} ({q(sides.key_new)})"
+                + _fk_actions(connection, key.table, key.constraint)
+            )
             # The child and the parent, both in the mode ADD FOREIGN KEY takes,
             # neither waited for while holding the other (see _lock_all).
-            tables = [_q(connection, t) for t in dict.fromkeys([ref.table, plan.table])]
-            return [
-                _lock_all(connection.dialect, tables, "SHARE ROW EXCLUSIVE"),
-                Statement(
-                    f"ALTER TABLE {_q(connection, ref.table)} ADD CONSTRAINT {_q(connection, name)}"
-                    f" FOREIGN KEY ({_q(connection, sides.child_new(n, ref))})"
-                    f" REFERENCES {_q(connection, plan.table)}"
-                    f" ({_q(connection, sides.key_new)}){actions} NOT VALID"
-                ),
-            ]
+            if partitions.is_partitioned(connection, key.table):
+                leaves = partitions.foreign_key_leaves(connection, key.table, key.name, definition)
+                tables = [partition for partition, _ in leaves]
+                statements = [statement for _, statement in leaves]
+            elif _constraint_exists(connection, key.table, key.name):
+                return []
+            else:
+                tables = [q(key.table)]
+                statements = [
+                    Statement(
+                        f"ALTER TABLE {q(key.table)} ADD CONSTRAINT {q(key.name)} {definition}"
+                        " NOT VALID"
+                    )
+                ]
+            if not statements:
+                return []
+            locked = list(dict.fromkeys([*tables, q(plan.table)]))
+            return [_lock_all(connection.dialect, locked, "SHARE ROW EXCLUSIVE"), *statements]
 
-        return [Ddl(f"foreign key {name}", add), self._validate(ref.table, name)]
+        def validate(connection: Connection) -> list[Statement]:
+            if partitions.is_partitioned(connection, key.table):
+                return partitions.foreign_key_validations(connection, key.table, key.name)
+            q = connection.dialect.identifier_preparer.quote
+            return [Statement(f"ALTER TABLE {q(key.table)} VALIDATE CONSTRAINT {q(key.name)}")]
+
+        return [Ddl(f"foreign key {key.name}", add), Ddl(f"validate {key.name}", validate)]
 
     def swap(self, plan: PkMigrationPlan) -> list[Task]:
         """The new columns take the old ones' names and roles (tables locked)."""

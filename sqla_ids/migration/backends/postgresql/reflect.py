@@ -612,10 +612,34 @@ def find_dependents(
     affected: dict[str, set[str]],
 ) -> list[Dependent]:
     """PK/unique constraints and indexes over affected columns (for the dry run:
-    PostgreSQL rebuilds them itself when the column changes type)."""
+    PostgreSQL rebuilds them itself when the column changes type; the online
+    mode builds each again).
+
+    A partitioned table's index stands for the pieces attached to it on each
+    partition (not listed); a partition's own index (pagila declares one per
+    partition) is listed, ``via`` its partitioned table."""
     deps: list[Dependent] = []
+    scanned = dict(affected)
     for t, cols in sorted(affected.items()):
+        for (partition,) in connection.execute(
+            sa.text(
+                "SELECT c.relname FROM pg_partition_tree(to_regclass(:t)) p"
+                " JOIN pg_class c ON c.oid = p.relid WHERE p.level > 0"
+                " AND c.relnamespace = quote_ident(current_schema())::regnamespace"
+            ),
+            _params(connection, t),
+        ):
+            scanned.setdefault(str(partition), set()).update(cols)
+    for t, cols in sorted(scanned.items()):
         params = _params(connection, t, cols)
+        via = connection.execute(
+            sa.text(
+                "SELECT r.relname FROM pg_class c JOIN pg_class r"
+                " ON r.oid = pg_partition_root(c.oid) WHERE c.oid = to_regclass(:t)"
+                " AND c.relispartition"
+            ),
+            params,
+        ).scalar()
         rows = connection.execute(
             sa.text(
                 "SELECT ic.relname, CASE WHEN c.contype = 'p' THEN 'primary'"
@@ -629,14 +653,18 @@ def find_dependents(
                 " AND c.conrelid = i.indrelid"
                 " WHERE i.indrelid = to_regclass(:t) AND EXISTS (SELECT 1 FROM pg_attribute a"
                 "  WHERE a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)"
-                "  AND a.attname = ANY(:cols)) ORDER BY 1"
+                "  AND a.attname = ANY(:cols))"
+                " AND NOT EXISTS (SELECT 1 FROM pg_inherits h WHERE h.inhrelid = i.indexrelid)"
+                " ORDER BY 1"
             ),
             params,
         ).all()
         for name, kind, definition, ix_cols in rows:
             if t == table and kind == "primary":
                 continue
-            deps.append(Dependent(t, name, kind, list(ix_cols or []), definition))
+            deps.append(
+                Dependent(t, name, kind, list(ix_cols or []), definition, str(via) if via else None)
+            )
     return deps
 
 

@@ -1,0 +1,270 @@
+"""Issue 29: a partitioned child migrated online on PostgreSQL, with the
+application writing into it.
+
+Two layouts of the same ``payment`` (partitioned by date, one partition
+partitioned again, a default partition):
+
+* ``each partition``: pagila's -- every partition declares its own foreign key
+  to the customer (the sub-partitioned one on itself, as a partitioned
+  table), and has an index of its own;
+* ``partitioned table``: the foreign key (``ON DELETE CASCADE``) declared once,
+  on ``payment``, and an index on ``payment`` (a piece on each partition).
+
+PostgreSQL builds neither an index ``CONCURRENTLY`` nor a foreign key ``NOT
+VALID`` on a partitioned table: the online mode builds them on each partition
+and joins them to the partitioned table in the catalog
+(``sqla_ids/migration/backends/postgresql/partitions.py``). An application
+pays, moves payments to other customers, refunds and opens and closes
+customers (a delete cascading through the partitions) without a pause; each
+payment must end with the customer it was last given, and an undo must give
+the schema back exactly -- every piece's name included.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+
+import pytest
+import sqlalchemy as sa
+from dbsnapshot import structure
+from online_app import one_transaction
+from sqlalchemy.engine import Connection, Engine
+
+from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
+
+CUSTOMER = 'cüst "o\'mer"'
+CUSTOMER_ID = 'cust "id"'
+PAYMENT = 'pay"ment'
+LAYOUTS = ["each partition", "partitioned table"]
+MONTHS = ["2007-01-01", "2007-02-01", "2007-02-15", "2007-03-01", "2007-05-01"]
+
+
+def _q(conn: Connection | Engine, name: str) -> str:
+    return str(conn.dialect.identifier_preparer.quote(name))
+
+
+def _schema(engine: Engine, layout: str) -> None:
+    """``payment``: January (a leaf), February (partitioned by halves), a default
+    partition; 40 customers, 600 payments."""
+    with engine.begin() as conn:
+        q = lambda name: _q(conn, name)  # noqa: E731
+        cust, cid, pay = q(CUSTOMER), q(CUSTOMER_ID), q(PAYMENT)
+        conn.exec_driver_sql(
+            f"CREATE TABLE {cust} ({cid} serial PRIMARY KEY, name text NOT NULL UNIQUE)"
+        )
+        cascade = " ON DELETE CASCADE" if layout == "partitioned table" else ""
+        reference = f" REFERENCES {cust}{cascade}" if layout == "partitioned table" else ""
+        conn.exec_driver_sql(
+            f"CREATE TABLE {pay} (payment_id serial, {cid} integer NOT NULL{reference},"
+            " amount numeric(5,2) NOT NULL, paid date NOT NULL,"
+            " PRIMARY KEY (paid, payment_id)) PARTITION BY RANGE (paid)"
+        )
+        conn.exec_driver_sql(f"CREATE INDEX {q('pay by cüstomer')} ON {pay} ({cid}, amount)")
+        parts = {
+            "jan": f"PARTITION OF {pay} FOR VALUES FROM ('{MONTHS[0]}') TO ('{MONTHS[1]}')",
+            "feb": f"PARTITION OF {pay} FOR VALUES FROM ('{MONTHS[1]}') TO ('{MONTHS[3]}')"
+            " PARTITION BY RANGE (paid)",
+            "feb 1": f"PARTITION OF {q(PAYMENT + ' feb')}"
+            f" FOR VALUES FROM ('{MONTHS[1]}') TO ('{MONTHS[2]}')",
+            "feb 2": f"PARTITION OF {q(PAYMENT + ' feb')}"
+            f" FOR VALUES FROM ('{MONTHS[2]}') TO ('{MONTHS[3]}')",
+            "other": f"PARTITION OF {pay} DEFAULT",
+        }
+        for suffix, how in parts.items():
+            conn.exec_driver_sql(f"CREATE TABLE {q(PAYMENT + ' ' + suffix)} {how}")
+        # A partition's own index (pagila has one per partition).
+        conn.exec_driver_sql(f"CREATE INDEX {q('jan cüstomer')} ON {q(PAYMENT + ' jan')} ({cid})")
+        if layout == "each partition":
+            for suffix, restrict in (("jan", ""), ("feb", " ON DELETE RESTRICT"), ("other", "")):
+                conn.exec_driver_sql(
+                    f"ALTER TABLE {q(PAYMENT + ' ' + suffix)} ADD CONSTRAINT"
+                    f" {q(f'fk {suffix} cüstomer')} FOREIGN KEY ({cid})"
+                    f" REFERENCES {cust} ({cid}){restrict}"
+                )
+        conn.exec_driver_sql(
+            f"INSERT INTO {cust} (name) SELECT 'c' || g FROM generate_series(1, 40) g"
+        )
+        conn.exec_driver_sql(
+            f"INSERT INTO {pay} ({cid}, amount, paid) SELECT 1 + mod(g, 40), mod(g, 50) + 0.5,"
+            " date '2006-12-20' + mod(g, 120) FROM generate_series(1, 600) g"
+        )
+
+
+class Payer(threading.Thread):
+    """The application, by customer name (keys pass through), with no pause
+    between transactions: payments made, moved to another customer and
+    refunded; customers of its own opened with a payment and closed."""
+
+    def __init__(self, engine: Engine, cascade: bool) -> None:
+        super().__init__(daemon=True)
+        self.engine, self.cascade = engine, cascade
+        self.stop = threading.Event()
+        self.failures: list[str] = []
+        self.done = 0
+        self.longest = 0.0
+        self.rng = random.Random(29)
+        self.opened: list[str] = []
+        with engine.connect() as conn:
+            self.payments = _payments(conn)
+
+    def _saved(self) -> Callable[[], None]:
+        payments, opened = dict(self.payments), list(self.opened)
+
+        def restore() -> None:
+            self.payments, self.opened = payments, opened
+
+        return restore
+
+    def _one(self, n: int) -> None:
+        q = lambda name: _q(self.engine, name)  # noqa: E731
+        cust, cid, pay = q(CUSTOMER), q(CUSTOMER_ID), q(PAYMENT)
+        key = f"(SELECT {cid} FROM {cust} WHERE name = :c)"
+        name = f"c{self.rng.randint(1, 40)}"
+        paid = f"2006-12-{self.rng.randint(20, 31)}" if n % 5 == 0 else None
+        paid = paid or f"2007-0{self.rng.randint(1, 4)}-{self.rng.randint(10, 28)}"
+        with self.engine.begin() as conn:
+            kind = n % 6
+            if kind == 5:
+                if self.opened and n % 2:
+                    gone = self.opened.pop(0)
+                    if not self.cascade:
+                        conn.execute(sa.text(f"DELETE FROM {pay} WHERE {cid} = {key}"), {"c": gone})
+                    conn.execute(sa.text(f"DELETE FROM {cust} WHERE name = :c"), {"c": gone})
+                    self.payments = {p: c for p, c in self.payments.items() if c != gone}
+                else:
+                    mine = f"own{n}"
+                    conn.execute(sa.text(f"INSERT INTO {cust} (name) VALUES (:c)"), {"c": mine})
+                    made = conn.execute(
+                        sa.text(
+                            f"INSERT INTO {pay} ({cid}, amount, paid) SELECT {cid}, 1, :d"
+                            f" FROM {cust} WHERE name = :c RETURNING payment_id"
+                        ),
+                        {"c": mine, "d": paid},
+                    ).scalar_one()
+                    self.opened.append(mine)
+                    self.payments[made] = mine
+            elif kind in (0, 1) or not self.payments:
+                made = conn.execute(
+                    sa.text(
+                        f"INSERT INTO {pay} ({cid}, amount, paid) VALUES ({key}, 9.5, :d)"
+                        " RETURNING payment_id"
+                    ),
+                    {"c": name, "d": paid},
+                ).scalar_one()
+                self.payments[made] = name
+            elif kind in (2, 3):
+                moved = self.rng.choice(sorted(self.payments))
+                conn.execute(
+                    sa.text(f"UPDATE {pay} SET {cid} = {key} WHERE payment_id = :p"),
+                    {"c": name, "p": moved},
+                )
+                self.payments[moved] = name
+            else:
+                refunded = self.rng.choice(sorted(self.payments))
+                conn.execute(sa.text(f"DELETE FROM {pay} WHERE payment_id = :p"), {"p": refunded})
+                del self.payments[refunded]
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.is_set() or self.done < 100:
+            n += 1
+            started = time.monotonic()
+            try:
+                one_transaction(partial(self._one, n), self._saved)
+                self.done += 1
+            except sa.exc.DBAPIError as error:
+                self.failures.append(f"{n}: {str(error.orig).splitlines()[0]}")
+                if len(self.failures) > 20:
+                    return
+            self.longest = max(self.longest, time.monotonic() - started)
+
+
+def _payments(conn: Connection) -> dict[int, str]:
+    """payment id -> its customer's name (an inner join: an orphan is missing)."""
+    cust, cid, pay = _q(conn, CUSTOMER), _q(conn, CUSTOMER_ID), _q(conn, PAYMENT)
+    rows = conn.exec_driver_sql(
+        f"SELECT p.payment_id, c.name FROM {pay} p JOIN {cust} c USING ({cid})"
+    ).all()
+    return {int(p): str(c) for p, c in rows}
+
+
+def _migrate(engine: Engine, phase: str) -> None:
+    with engine.connect() as conn:
+        migrate_pk_to_uuid7(
+            conn,
+            CUSTOMER,
+            PkMigrationOptions(online=True, batch_size=97),
+            phase=phase,  # type: ignore[arg-type]
+        )
+
+
+WAYS = ["undo after the swap", "contract", "undo before the swap"]
+
+
+@pytest.mark.parametrize(
+    ("layout", "way"),
+    [
+        (LAYOUTS[0], WAYS[0]),
+        (LAYOUTS[1], WAYS[0]),
+        *(
+            pytest.param(layout, way, marks=pytest.mark.slow)
+            for layout in LAYOUTS
+            for way in WAYS[1:]
+        ),
+    ],
+)
+def test_a_partitioned_child_online_with_the_application_writing(
+    postgresql_private_engine: Engine, layout: str, way: str
+) -> None:
+    engine = postgresql_private_engine
+    _schema(engine, layout)
+    with engine.connect() as conn:
+        before = structure(conn)
+    payer = Payer(engine, cascade=layout == "partitioned table")
+    payer.start()
+    try:
+        _migrate(engine, "prepare" if way == "undo before the swap" else "swap")
+        if way == "contract":
+            _migrate(engine, "contract")
+        else:
+            with engine.connect() as conn:
+                restore_pk_from_uuid7(conn, CUSTOMER)
+                conn.commit()
+    finally:
+        payer.stop.set()
+        payer.join()
+    assert payer.failures == [], payer.failures[:5]
+    print(f"\n{layout}, {way}: {payer.done} transactions, longest {payer.longest:.3f} s")
+    with engine.connect() as conn:
+        count = conn.exec_driver_sql(f"SELECT count(*) FROM {_q(conn, PAYMENT)}").scalar_one()
+        assert _payments(conn) == payer.payments
+        assert count == len(payer.payments)  # no payment lost its customer
+        after = structure(conn)
+    if way != "contract":
+        assert after == before
+        return
+
+    # Every piece over the new column under the name the old one had: the
+    # same lines, but the types.
+    def untyped(lines: list[str]) -> list[str]:
+        return sorted(
+            line.replace("'uuid'", "'integer'").replace("gen_random_uuid()", "")
+            for line in lines
+            if "_old" not in line and "nextval" not in line and "sqla_ids" not in line
+        )
+
+    changed = set(untyped(after)) ^ set(untyped(before))
+    assert all(CUSTOMER_ID not in line or line.startswith("column") for line in changed), changed
+    with engine.connect() as conn:
+        kinds = conn.exec_driver_sql(
+            "SELECT DISTINCT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
+            " JOIN pg_class c ON c.oid = a.attrelid WHERE a.attname = %(c)s"
+            " AND c.relnamespace = quote_ident(current_schema())::regnamespace"
+            " AND c.relkind IN ('r', 'p')",
+            {"c": CUSTOMER_ID},
+        ).scalars()
+        assert set(kinds) == {"uuid"}
