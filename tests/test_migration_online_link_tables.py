@@ -326,6 +326,11 @@ def test_a_link_tables_key_that_foreign_keys_point_at_is_refused_online(
         migrate_pk_to_uuid7(conn, "shop s", PkMigrationOptions(online=True), phase="swap")
     message = str(refused.value)
     assert "use_tag" in message and "online=False" in message, message
+    # Named as SQL would: schema- (database-) qualified, quoted.
+    with engine.connect() as conn:
+        where = "current_schema()" if engine.dialect.name == "postgresql" else "DATABASE()"
+        here = q(conn.exec_driver_sql(f"SELECT {where}").scalar_one())
+    assert f"of {here}.{q(TAG)} includes a reference to {here}.{q('shop s')}" in message, message
     with engine.connect() as conn:
         assert structure(conn) == before
 

@@ -304,7 +304,9 @@ def test_a_partitioned_childs_key_over_the_reference_is_refused_online(
             migrate_pk_to_uuid7(conn, CUSTOMER, online=True)
         conn.rollback()
         message = str(refused.value)
-        assert f"the primary key pay key of the partitioned table {PAYMENT}" in message
+        schema = q(conn.exec_driver_sql("SELECT current_schema()").scalar_one())
+        here = f"{schema}.{q(PAYMENT)}"  # schema-qualified, quoted as SQL would
+        assert f"the primary key {q('pay key')} of the partitioned table {here}" in message
         assert "USING INDEX" in message and "online=False" in message
         assert (dbsnapshot.schema(conn), dbsnapshot.rows(conn)) == before
         # Offline, it goes through (and back).

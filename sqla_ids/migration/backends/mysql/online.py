@@ -67,7 +67,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.backends.base import Backfill, Ddl, Mode, OnlineStrategy, Probe, Task
-from sqla_ids.migration.backends.mysql import guards, keys
+from sqla_ids.migration.backends.mysql import guards, keys, reflect
 from sqla_ids.migration.backends.mysql.reflect import (
     catalog_rows,
     preserved_columns,
@@ -1136,6 +1136,11 @@ class MariaDBOnline(OnlineStrategy):
         (Views over the columns need nothing here: see the module docstring; the
         planner asks for ``recreate_views=True``, as offline.)"""
         problems = []
+        q = connection.dialect.identifier_preparer.quote
+
+        def here(table: str) -> str:
+            return reflect.qualified(connection, table)
+
         version: tuple[Any, ...] = tuple(connection.dialect.server_version_info or ())
         if version[:3] < _MIN_VERSION:
             problems.append(
@@ -1152,7 +1157,9 @@ class MariaDBOnline(OnlineStrategy):
                 {"t": table},
             ).one()
             if str(engine or "").lower() != "innodb":
-                problems.append(f"{table} is not an InnoDB table ({engine}): no online rebuild")
+                problems.append(
+                    f"{here(table)} is not an InnoDB table ({engine}): no online rebuild"
+                )
             else:
                 # The swap and the contract change columns with the tables
                 # locked, which is brief only where the change is metadata
@@ -1179,14 +1186,14 @@ class MariaDBOnline(OnlineStrategy):
                     # COLUMN refuses LOCK=NONE ("Fulltext index creation
                     # requires a lock").
                     problems.append(
-                        f"{table} has {why}: InnoDB cannot add, rename, move or drop its"
+                        f"{here(table)} has {why}: InnoDB cannot add, rename, move or drop its"
                         " columns without a rebuild that blocks writes (LOCK=NONE is"
                         " refused), which the online mode would do; migrate offline"
                         " (online=False), with the application's writes paused"
                     )
                 elif self._rebuilt_online(plan, table) and _has_spatial(connection, table):
                     problems.append(
-                        f"{table} has a SPATIAL index: InnoDB rebuilds no table with one"
+                        f"{here(table)} has a SPATIAL index: InnoDB rebuilds no table with one"
                         ' online ("Do not support online operation on table with GIS'
                         ' index"), and the online mode rebuilds this one (its primary'
                         " key moves, or a NOT NULL reference's column); migrate offline"
@@ -1202,8 +1209,8 @@ class MariaDBOnline(OnlineStrategy):
             # nullable (at the backfill), which MariaDB refuses (1833) while a
             # foreign key with ON UPDATE CASCADE refers to it.
             problems.append(
-                f"{plan.table}.{plan.column} is not AUTO_INCREMENT and"
-                f" {', '.join(f'{r.table}.{r.column}' for r in cascading)} refers to it"
+                f"{here(plan.table)}.{q(plan.column)} is not AUTO_INCREMENT and"
+                f" {', '.join(f'{here(r.table)}.{q(r.column)}' for r in cascading)} refers to it"
                 " ON UPDATE CASCADE: MariaDB cannot make it nullable for the rows inserted"
                 " after the swap; migrate offline (online=False), or drop ON UPDATE from those"
                 " foreign keys for the migration"
@@ -1211,12 +1218,13 @@ class MariaDBOnline(OnlineStrategy):
         for ref in plan.references:
             if len(ref.columns) > 1:
                 problems.append(
-                    f"foreign key {ref.constraint} on {ref.table} has several columns;"
-                    " online mode handles single-column references; migrate offline (online=False)"
+                    f"foreign key {q(ref.constraint or '')} on {here(ref.table)} has several"
+                    " columns; online mode handles single-column references; migrate offline"
+                    " (online=False)"
                 )
             elif not _pk_column(connection, ref.table):
                 problems.append(
-                    f"{ref.table} has no primary key, which the online backfill walks its"
+                    f"{here(ref.table)} has no primary key, which the online backfill walks its"
                     " rows by; add one (op.add_uuid7_key), or migrate offline (online=False)"
                 )
         for dep in plan.dependents:
@@ -1237,13 +1245,14 @@ class MariaDBOnline(OnlineStrategy):
             ).one()
             if str(kind or "") in ("FULLTEXT", "SPATIAL") or prefix:
                 problems.append(
-                    f"index {dep.name} is a fulltext/spatial or prefix index, which the online"
-                    " mode does not rebuild; migrate offline (online=False)"
+                    f"index {q(dep.name)} on {here(dep.table)} is a fulltext/spatial or prefix"
+                    " index, which the online mode does not rebuild; migrate offline"
+                    " (online=False)"
                 )
             elif descending:
                 problems.append(
-                    f"index {dep.name} has a descending column, which the online mode does not"
-                    " rebuild; migrate offline (online=False)"
+                    f"index {q(dep.name)} on {here(dep.table)} has a descending column, which"
+                    " the online mode does not rebuild; migrate offline (online=False)"
                 )
         return problems
 
@@ -1259,7 +1268,8 @@ class MariaDBOnline(OnlineStrategy):
         own = [r.column for r in plan.references if r.table == table and r.column in columns]
         if len(own) > 1:
             problems.append(
-                f"the primary key of {table} spans two references to {plan.table}"
+                f"the primary key of {reflect.qualified(connection, table)} spans two"
+                f" references to {reflect.qualified(connection, plan.table)}"
                 f" ({', '.join(own)}), which the online mode does not move; migrate offline"
                 " (online=False)"
             )
@@ -1273,7 +1283,8 @@ class MariaDBOnline(OnlineStrategy):
         )
         if pointing:
             problems.append(
-                f"the primary key of {table} includes a reference to {plan.table} and"
+                f"the primary key of {reflect.qualified(connection, table)} includes a"
+                f" reference to {reflect.qualified(connection, plan.table)} and"
                 f" foreign keys point at it ({', '.join(str(r[0]) for r in pointing)}): the"
                 " online mode moves it to the new column and cannot move them; migrate"
                 " offline (online=False)"

@@ -79,6 +79,13 @@ def _quote(connection: Connection, name: str) -> str:
     return quote_name(connection.dialect, name)
 
 
+def qualified(connection: Connection, table: str) -> str:
+    """```db`.`table``` of a table of the current database, each part quoted:
+    messages name objects the way SQL would."""
+    db = connection.exec_driver_sql("SELECT DATABASE()").scalar_one()
+    return f"{_quote(connection, str(db))}.{_quote(connection, table)}"
+
+
 def primary_key(
     connection: Connection, inspector: Inspector, table: str
 ) -> tuple[str | None, list[str]]:

@@ -63,7 +63,11 @@ from sqla_ids.migration.backends.base import (
     Task,
 )
 from sqla_ids.migration.backends.postgresql import keys, partitions, versions
-from sqla_ids.migration.backends.postgresql.reflect import GENERATED_READERS, find_views
+from sqla_ids.migration.backends.postgresql.reflect import (
+    GENERATED_READERS,
+    find_views,
+    qualified,
+)
 from sqla_ids.migration.core import mapping
 from sqla_ids.migration.core.backfill import (
     ParentKeysWalk,
@@ -931,17 +935,23 @@ class PostgreSQLOnline(OnlineStrategy):
         the migration converts. Views over the columns are recreated by the swap
         (with ``recreate_views=True``, which the planner asks for, as offline)."""
         problems = timestamp_refusals(plan)
+        q = connection.dialect.identifier_preparer.quote
+
+        def here(table: str) -> str:
+            return qualified(connection, table)
+
         for ref in plan.references:
             if ref.via is not None:
                 continue  # a partition's own foreign key: moved with its partitioned table's column
             if len(ref.columns) > 1:
                 problems.append(
-                    f"foreign key {ref.constraint} on {ref.table} has several columns;"
-                    " online mode handles single-column references; migrate offline (online=False)"
+                    f"foreign key {q(ref.constraint or '')} on {here(ref.table)} has several"
+                    " columns; online mode handles single-column references; migrate offline"
+                    " (online=False)"
                 )
             elif not _pk_columns(connection, ref.table):
                 problems.append(
-                    f"{ref.table} has no primary key, which the online backfill walks its"
+                    f"{here(ref.table)} has no primary key, which the online backfill walks its"
                     " rows by; add one (op.add_uuid7_key), or migrate offline (online=False)"
                 )
         for _, dep in rebuilt(plan):
@@ -962,19 +972,22 @@ class PostgreSQLOnline(OnlineStrategy):
                 )
                 if referencing:
                     problems.append(
-                        f"the primary key {dep.name} of {dep.table} includes a reference to"
-                        f" {plan.table} and foreign keys point at it ({', '.join(referencing)}):"
+                        f"the primary key {q(dep.name)} of {here(dep.table)} includes a reference"
+                        f" to {here(plan.table)} and foreign keys point at it"
+                        f" ({', '.join(referencing)}):"
                         " the online mode builds it again over the new column and cannot move"
                         " them; migrate offline (online=False)"
                     )
             elif dep.definition and (" WHERE " in dep.definition or "(" in "".join(dep.columns)):
                 problems.append(
-                    f"index {dep.name} is partial or on an expression, which the online mode"
+                    f"index {q(dep.name)} on {here(dep.table)} is partial or on an expression,"
+                    " which the online mode"
                     " does not rebuild; migrate offline (online=False)"
                 )
             elif dep.definition and " USING btree " not in dep.definition:
                 problems.append(
-                    f"index {dep.name} is not a btree index, which the online mode does not"
+                    f"index {q(dep.name)} on {here(dep.table)} is not a btree index, which the"
+                    " online mode does not"
                     " rebuild; migrate offline (online=False)"
                 )
         kind = connection.execute(
@@ -983,7 +996,7 @@ class PostgreSQLOnline(OnlineStrategy):
         ).scalar()
         if kind == "p":
             problems.append(
-                f"{plan.table} is partitioned, which the online mode does not handle; migrate"
+                f"{here(plan.table)} is partitioned, which the online mode does not handle; migrate"
                 " offline (online=False)"
             )
         partitioned = sorted(
@@ -995,7 +1008,8 @@ class PostgreSQLOnline(OnlineStrategy):
             # The sync triggers are row triggers BEFORE INSERT OR UPDATE, which a
             # partitioned table has from PostgreSQL 13 on.
             problems.append(
-                f"{', '.join(partitioned)} {'is' if len(partitioned) == 1 else 'are'} partitioned,"
+                f"{', '.join(map(here, partitioned))}"
+                f" {'is' if len(partitioned) == 1 else 'are'} partitioned,"
                 " which the online mode handles from PostgreSQL 13 on (row triggers BEFORE"
                 " INSERT on a partitioned table); migrate offline (online=False)"
             )
@@ -1004,8 +1018,9 @@ class PostgreSQLOnline(OnlineStrategy):
                 kind = "primary key" if dep.kind == "primary" else "unique constraint"
                 if _owner(connection, dep):
                     problems.append(
-                        f"the {kind} {dep.name} of the partitioned table {dep.table} includes a"
-                        f" reference to {plan.table}: the online mode builds it again over the"
+                        f"the {kind} {q(dep.name)} of the partitioned table {here(dep.table)}"
+                        f" includes a reference to {here(plan.table)}: the online mode builds it"
+                        " again over the"
                         " new column and PostgreSQL cannot make an index a constraint on a"
                         " partitioned table (USING INDEX); migrate offline (online=False)"
                     )
@@ -1019,17 +1034,20 @@ class PostgreSQLOnline(OnlineStrategy):
         replica sessions (it would then fire on the backfill)."""
         problems = []
         quiet_needed = []
+        q = connection.dialect.identifier_preparer.quote
         for table in plan.affected_tables:
+            here = qualified(connection, table)
             for name, enabled in application_update_triggers(connection, table):
                 if enabled in ("A", "R"):
                     how = "ALWAYS" if enabled == "A" else "REPLICA"
                     problems.append(
-                        f"trigger {name} on {table} is ENABLE {how} and would fire on every row"
-                        " the backfill writes; ALTER TABLE ... ENABLE TRIGGER it (origin only)"
-                        " for the migration, or migrate offline (online=False)"
+                        f"trigger {q(name)} on {here} is ENABLE {how} and would fire on every"
+                        " row the backfill writes; enable it for origin sessions only for the"
+                        f" migration (ALTER TABLE {here} ENABLE TRIGGER {q(name)}), or migrate"
+                        " offline (online=False)"
                     )
                 else:
-                    quiet_needed.append(f"{name} on {table}")
+                    quiet_needed.append(f"{q(name)} on {here}")
         if quiet_needed:
             allowed = connection.execute(
                 sa.text(
