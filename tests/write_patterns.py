@@ -16,6 +16,12 @@ CASCADE`` (``DEFERRABLE`` on PostgreSQL), a nullable ``SET NULL`` child, a child
 that gets truncated, and application triggers that must never see the
 migration's own writes: a ``BEFORE UPDATE`` trigger stamping ``updated_at`` and
 an audit trigger logging every update (pagila-style).
+
+``item`` comes in three layouts (:data:`ITEM_LAYOUTS`): a plain child, a link
+table whose primary key starts with the reference (its key is rebuilt and
+its key column moved by the patterns), and on PostgreSQL a child
+partitioned by hash of its label (its foreign key and index built per
+partition).
 """
 
 from __future__ import annotations
@@ -37,18 +43,40 @@ SEED_SHOPS = 40
 SEED_ITEMS = 200
 
 
-def create_schema(engine: Engine) -> None:
-    """The shop schema, seeded (see the module docstring)."""
+ITEM_LAYOUTS = ("plain", "link table", "partitioned")
+"""How ``item`` is keyed: by its ``id``; by ``(shop_id, id)``; by ``(id, label)``,
+partitioned by hash of ``label`` in three (PostgreSQL only: InnoDB has no
+foreign keys on partitioned tables)."""
+
+_PG_ITEM = {
+    "plain": ("id bigserial PRIMARY KEY", ""),
+    "link table": ("id bigserial", ", PRIMARY KEY (shop_id, id)"),
+    "partitioned": ("id bigserial", ", PRIMARY KEY (id, label)) PARTITION BY HASH (label"),
+}
+_MARIADB_ITEM = {
+    "plain": "id BIGINT AUTO_INCREMENT PRIMARY KEY",
+    "link table": "id BIGINT AUTO_INCREMENT, PRIMARY KEY (shop_id, id), KEY item_id (id)",
+}
+
+
+def create_schema(engine: Engine, item: str = "plain") -> None:
+    """The shop schema, seeded (see the module docstring); ``item``: its layout."""
     pg = engine.dialect.name == "postgresql"
     with engine.begin() as conn:
         if pg:
+            key, tail = _PG_ITEM[item]
             for sql in (
                 "CREATE TABLE shop (id bigserial PRIMARY KEY, name text NOT NULL UNIQUE,"
                 " parent_id bigint REFERENCES shop (id) ON DELETE SET NULL ON UPDATE CASCADE,"
                 " n int NOT NULL DEFAULT 0, updated_at timestamptz)",
-                "CREATE TABLE item (id bigserial PRIMARY KEY, shop_id bigint NOT NULL"
+                f"CREATE TABLE item ({key}, shop_id bigint NOT NULL"
                 " REFERENCES shop (id) ON DELETE CASCADE ON UPDATE CASCADE"
-                " DEFERRABLE INITIALLY IMMEDIATE, label text NOT NULL UNIQUE)",
+                f" DEFERRABLE INITIALLY IMMEDIATE, label text NOT NULL UNIQUE{tail})",
+                *(
+                    f"CREATE TABLE item_{n} PARTITION OF item"
+                    f" FOR VALUES WITH (MODULUS 3, REMAINDER {n})"
+                    for n in range(3 if item == "partitioned" else 0)
+                ),
                 "CREATE INDEX item_shop ON item (shop_id)",
                 "CREATE TABLE review (id bigserial PRIMARY KEY, shop_id bigint REFERENCES shop (id)"
                 " ON DELETE SET NULL ON UPDATE CASCADE, body text NOT NULL UNIQUE)",
@@ -74,7 +102,7 @@ def create_schema(engine: Engine) -> None:
                 " updated_at TIMESTAMP(6) NULL DEFAULT NULL ON UPDATE CURRENT_TIMESTAMP(6),"
                 " CONSTRAINT shop_parent FOREIGN KEY (parent_id) REFERENCES shop (id)"
                 " ON DELETE SET NULL ON UPDATE CASCADE)",
-                "CREATE TABLE item (id BIGINT AUTO_INCREMENT PRIMARY KEY, shop_id BIGINT NOT NULL,"
+                f"CREATE TABLE item ({_MARIADB_ITEM[item]}, shop_id BIGINT NOT NULL,"
                 " label VARCHAR(60) NOT NULL UNIQUE, KEY item_shop (shop_id),"
                 " CONSTRAINT item_shop_fk FOREIGN KEY (shop_id) REFERENCES shop (id)"
                 " ON DELETE CASCADE ON UPDATE CASCADE)",
