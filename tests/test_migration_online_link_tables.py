@@ -393,3 +393,64 @@ def test_a_mariadb_undo_before_the_swap_stopped_after_each_statement(
         undo()
         with engine.connect() as conn:
             assert (schema(conn), rows(conn)) == before, stop
+
+
+@pytest.mark.slow
+def test_link_tables_restored_after_the_contract_with_rows_added_since(
+    online_shop: Engine,
+) -> None:
+    """After the contract the application keeps adding shops, links and details
+    with UUID keys; restoring the old keys (offline) numbers the new shops and
+    brings every link and detail back to the shop it belongs to, its key over
+    the old column again."""
+    engine = online_shop
+    _links(engine)
+    with engine.connect() as conn:
+        before = _state(conn)
+        keys_before = {
+            t: sa.inspect(conn).get_pk_constraint(t)["constrained_columns"]
+            for t in (TAG, PAIR, DETAIL)
+        }
+    migrate_online(engine, "all")
+    q = engine.dialect.identifier_preparer.quote
+    shop = quoted(engine)
+    with engine.begin() as conn:
+        for n in range(3):
+            conn.execute(sa.text(f"INSERT INTO {shop} (name) VALUES (:s)"), {"s": f"late{n}"})
+            conn.execute(
+                sa.text(
+                    f"INSERT INTO {q(TAG)} (shop_id, tag, note)"
+                    f" SELECT id, :t, 'late' FROM {shop} WHERE name = :s"
+                ),
+                {"t": f"late-t{n}", "s": f"late{n}"},
+            )
+            conn.execute(
+                sa.text(
+                    f"INSERT INTO {q(DETAIL)} (shop_id, detail)"
+                    f" SELECT id, 'late' FROM {shop} WHERE name = :s"
+                ),
+                {"s": f"late{n}"},
+            )
+            conn.execute(
+                sa.text(
+                    f"INSERT INTO {q(PAIR)} ({q('rank')}, shop_id)"
+                    f" SELECT 99, id FROM {shop} WHERE name = :s"
+                ),
+                {"s": f"late{n}"},
+            )
+    with engine.connect() as conn:
+        restore_pk_from_uuid7(conn, "shop s")
+        conn.commit()
+    tags, pairs, details = before
+    tags = {**tags, **{f"late-t{n}": f"late{n}" for n in range(3)}}
+    pairs = pairs | {(99, f"late{n}") for n in range(3)}
+    details = {**details, **{f"late{n}": "late" for n in range(3)}}
+    with engine.connect() as conn:
+        assert _state(conn) == (tags, pairs, details)
+        assert _counts(conn) == (len(tags), len(pairs), len(details))
+        keys_after = {
+            t: sa.inspect(conn).get_pk_constraint(t)["constrained_columns"]
+            for t in (TAG, PAIR, DETAIL)
+        }
+    assert keys_after == keys_before
+    assert key_types(engine)["shop s.id"] in ("bigint", "int")
