@@ -326,10 +326,10 @@ def _collect_blockers(ctx: _Planning) -> None:
     for view in ctx.views:
         if not ctx.options.recreate_views:
             ctx.blockers.add(
-                f"view {view.shown} depends on {view.depends_on}; drop it first and recreate it"
-                " after (or pass recreate_views=True)"
+                f"{view.kind} {view.shown} depends on {view.depends_on}; drop it first and"
+                " recreate it after (or pass recreate_views=True)"
             )
-        _unmigrated_comparisons(ctx, f"view {view.shown}", view.create_sql)
+        _unmigrated_comparisons(ctx, f"{view.kind} {view.shown}", view.create_sql)
     ctx.blockers.extend(
         ctx.backend.reflect.find_blockers(ctx.connection, ctx.inspector, ctx.table, ctx.affected)
     )

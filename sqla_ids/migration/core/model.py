@@ -90,6 +90,10 @@ class View:
     """The view as messages name it: schema-qualified, quoted where SQL would need
     it (a view of another schema may share a table's name); empty in plans
     stored before it was recorded, and on SQLite (then :attr:`name`)."""
+    kind: str = "view"
+    """``view`` (materialized or not: :attr:`drop_sql` says which), or ``rule``: on
+    PostgreSQL, a table's ``INSERT``/``DELETE`` rule over the columns (Sakila's
+    ``payment_insert_p2007_01``), carried over the same way."""
 
     @property
     def shown(self) -> str:

@@ -596,7 +596,7 @@ def lock_statement(
     tables first, it would wait for a reader that holds a view and waits for
     the tables (a deadlock). Locking a view locks what it reads too, in the
     order its readers do. (A materialized view cannot be locked, nor needs to
-    be: its readers read no table.)
+    be: its readers read no table; nor a rule, which is its table's.)
 
     Several objects are taken without ever waiting while holding one
     (:func:`_lock_all`): an application locks a parent and its children in
@@ -607,7 +607,9 @@ def lock_statement(
     writer with no pause between its transactions made the expand give up
     after 20 attempts, 84 s)."""
     plain = [
-        v.label for v in reversed(views or []) if not v.drop_sql.startswith("DROP MATERIALIZED")
+        v.label
+        for v in reversed(views or [])
+        if v.kind == "view" and not v.drop_sql.startswith("DROP MATERIALIZED")
     ]
     return _lock_all(dialect, [*first, *plain, *(_q(dialect, t) for t in _tables(plan))])
 

@@ -163,9 +163,22 @@ _SHAPE = sa.text(
            (SELECT array_agg(a.attname) FROM pg_partitioned_table pt
               JOIN pg_attribute a ON a.attrelid = pt.partrelid AND a.attnum = ANY(pt.partattrs)
               WHERE pt.partrelid = c.oid) AS partition_key,
-           r.relname AS root, r.relnamespace = c.relnamespace AS root_here
+           r.relname AS root, r.relnamespace = c.relnamespace AS root_here,
+           top.relname AS top, top.relnamespace = c.relnamespace AS top_here, up.widest
     FROM pg_class c
     LEFT JOIN pg_class r ON c.relispartition AND r.oid = pg_partition_root(c.oid)
+    -- Plain inheritance: the topmost ancestor, and the most parents any table
+    -- on the way up has (a column inherited from two parents has two roots).
+    LEFT JOIN LATERAL (
+        WITH RECURSIVE chain(oid, depth) AS (
+            SELECT c.oid, 0
+            UNION ALL SELECT i.inhparent, chain.depth + 1 FROM pg_inherits i
+            JOIN chain ON i.inhrelid = chain.oid WHERE chain.depth < 100)
+        SELECT (SELECT oid FROM chain ORDER BY depth DESC LIMIT 1) AS top_oid,
+               (SELECT max((SELECT count(*) FROM pg_inherits i WHERE i.inhrelid = chain.oid))
+                FROM chain) AS widest
+    ) up ON NOT c.relispartition
+    LEFT JOIN pg_class top ON top.oid = up.top_oid AND top.oid <> c.oid
     WHERE c.oid = to_regclass(:t)
     """
 )
@@ -204,17 +217,26 @@ def resolve_inheritance(
         )
     for ref in list(references):
         shape = shape_of(ref.table)
-        if not shape["relispartition"] or ref.via is not None:
+        if ref.via is not None:
             continue
-        root = shape["root"]
-        if not shape["root_here"] or root == table:
-            # (A partition tree spanning schemas, or a partition referring to its
-            # own tree's key: the conversion cannot be carried through a root.)
+        if shape["relispartition"]:
+            root, here, what = shape["root"], shape["root_here"], "partitioned table"
+        elif shape["top"] is not None and shape["widest"] == 1:
+            # Plain inheritance (Sakila's PostgreSQL port: payment_p2007_01 ...
+            # INHERITS (payment)): the column is the topmost parent's, as a
+            # partition's is its partitioned table's; ALTER COLUMN TYPE on the
+            # parent recurses into every child.
+            root, here, what = shape["top"], shape["top_here"], "topmost parent"
+        else:
+            continue
+        if not here or root == table:
+            # (A tree spanning schemas, or a child referring to its own tree's
+            # key: the conversion cannot be carried through a root.)
             blockers.add(
-                f"table {qualified(connection, ref.table)} is a partition of"
-                f" {shape['parents']}, whose partitioned table {root} the migration cannot"
-                f" convert; drop foreign key {ref.constraint} first"
-                f" (ALTER TABLE {q(ref.table)} DROP CONSTRAINT {q(ref.constraint or '')})"
+                f"table {qualified(connection, ref.table)} inherits from {shape['parents']},"
+                f" whose {what} {root} the migration cannot convert; drop foreign key"
+                f" {q(ref.constraint or '')} first (ALTER TABLE {qualified(connection, ref.table)}"
+                f" DROP CONSTRAINT {q(ref.constraint or '')})"
             )
             blocked.add(ref.table)
             continue
@@ -248,9 +270,14 @@ def resolve_inheritance(
         elif shape["parents"] and not shape["relispartition"]:
             parents = shape["parents"]
             blockers.add(
-                f"table {name} inherits from {parents} (table inheritance is not supported:"
-                " the inherited column cannot change type alone); detach it first"
-                f" (ALTER TABLE {q(t)} NO INHERIT {q(parents.split(', ')[0])})"
+                f"table {name} inherits from {parents}: the inherited column"
+                f" {', '.join(map(q, sorted(cols)))} cannot change type alone"
+                + (
+                    f"; name it on {shape['top']} (extra_references) or detach the table first"
+                    if shape["widest"] == 1 and t != table
+                    else "; detach the table first"
+                )
+                + f" (ALTER TABLE {name} NO INHERIT {q(parents.split(', ')[0])})"
             )
         if shape["relkind"] == "p":
             converted = cols | ({_key_column(connection, t)} if t == table else set())
@@ -261,12 +288,15 @@ def resolve_inheritance(
                     " change type; PostgreSQL cannot change a partition key's type (partition"
                     " it by another column first)"
                 )
-        elif shape["children"]:
+        elif shape["children"] and t == table:
+            # A referencing parent is converted with its children (ALTER COLUMN
+            # TYPE recurses); a key is not: its primary key covers the parent's
+            # own rows only, so the tree's keys are not known to be one set.
             blockers.add(
-                f"table {name} has inheritance children ({shape['children']}); table"
-                " inheritance is not supported (their rows would share one mapping);"
-                " detach them first (ALTER TABLE <child> NO INHERIT"
-                f" {q(t)} for each)"
+                f"table {name} has inheritance children ({shape['children']}), whose rows"
+                f" share its key column but not its primary key; the migration numbers the"
+                " keys of one table; detach them first (ALTER TABLE <child> NO INHERIT"
+                f" {q(t)} for each), or make {name} a partitioned table"
             )
 
 
@@ -321,16 +351,14 @@ _BLOCKING_OBJECTS: list[tuple[str, str, str]] = [
         "ALTER TABLE {on} DROP CONSTRAINT {name}",
     ),
     (
-        # A rule is a rewrite of the table's statements: it would rewrite the
-        # migration's own UPDATEs, and its stored query pins the column type.
+        # An UPDATE rule of an affected table rewrites the migration's own
+        # UPDATEs (the online backfill's). Other rules over the columns are
+        # recreated as views are (find_views).
         "rule",
         "SELECT DISTINCT r.rulename, quote_ident(n.nspname) || '.' || quote_ident(c.relname)"
         " FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class"
         " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE r.rulename <> '_RETURN'"
-        " AND (r.ev_class = to_regclass(:t) OR EXISTS (SELECT 1 FROM pg_depend d"
-        "  JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid"
-        "  WHERE d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid"
-        "  AND d.refobjid = to_regclass(:t) AND a.attname = ANY(:cols))) ORDER BY 1",
+        " AND r.ev_class = to_regclass(:t) AND r.ev_type = '2' ORDER BY 1",
         "DROP RULE {name} ON {on}",
     ),
     (
@@ -450,8 +478,8 @@ def _blocking_indexes(connection: Connection, table: str, cols: set[str]) -> lis
 # Views over the columns (pg_depend from their _RETURN rule to a column), then
 # views over those views, recursively: a view can only be dropped once the
 # views built on it are gone, so they are dropped deepest first and recreated
-# in the opposite order. Only view rules count: a table's own RULEs are
-# refused by find_blockers.
+# in the opposite order. Only view rules count here: a table's own RULEs are
+# _RULES'.
 _VIEWS = sa.text(
     """
     WITH RECURSIVE deps(oid, level, depends_on) AS (
@@ -537,7 +565,56 @@ def find_views(
             level = int(r["level"])
             if r["qualified"] not in found or found[r["qualified"]][0] < level:
                 found[r["qualified"]] = (level, view)
-    return [view for _level, view in sorted(found.values(), key=lambda lv: lv[0])]
+    views = [view for _level, view in sorted(found.values(), key=lambda lv: lv[0])]
+    return views + _rules(connection, affected)
+
+
+# Rules over the columns that are not a view's (_RETURN) and rewrite no UPDATE
+# of an affected table (those are refused: find_blockers): Sakila's port
+# redirects each INSERT into payment to its month's child with one. A rule
+# pins the columns' types as a view does and follows a renamed column, so it
+# goes and comes back as the views do, after them (nothing is built on a
+# rule).
+_RULES = sa.text(
+    """
+    SELECT DISTINCT r.oid, r.rulename, quote_ident(n.nspname) || '.' || quote_ident(c.relname)
+           AS on_table, :t_name || '.' || quote_ident(a.attname) AS depends_on,
+           pg_get_ruledef(r.oid) AS definition, obj_description(r.oid, 'pg_rewrite') AS comment
+    FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+    JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace
+    JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+    WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = to_regclass(:t)
+      AND r.rulename <> '_RETURN' AND a.attname = ANY(:cols)
+      AND NOT (r.ev_type = '2' AND r.ev_class = ANY(CAST(:affected AS regclass[])))
+    ORDER BY 1
+    """
+)
+
+
+def _rules(connection: Connection, affected: dict[str, set[str]]) -> list[View]:
+    tables = [_quote(connection, t) for t in sorted(affected)]
+    rules: dict[int, View] = {}
+    for t, cols in sorted(affected.items()):
+        params = {**_params(connection, t, cols), "t_name": qualified(connection, t)}
+        for r in connection.execute(_RULES, {**params, "affected": tables}).mappings():
+            if r["oid"] in rules:
+                continue
+            name = f"{_quote(connection, r['rulename'])} ON {r['on_table']}"
+            comment = (
+                [f"COMMENT ON RULE {name} IS {literal(connection, r['comment'])}"]
+                if r["comment"] is not None
+                else []
+            )
+            rules[r["oid"]] = View(
+                name=str(r["rulename"]),
+                label=f"{_quote(connection, r['rulename'])} on {r['on_table']}",
+                depends_on=str(r["depends_on"]),
+                create_sql=str(r["definition"]).strip().rstrip(";"),
+                drop_sql=f"DROP RULE IF EXISTS {name}",
+                after_sql=comment,
+                kind="rule",
+            )
+    return list(rules.values())
 
 
 def _view_extras(connection: Connection, row: Any, kind: str, refresh: bool = False) -> list[str]:
