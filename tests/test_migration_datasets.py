@@ -52,12 +52,8 @@ def dataset(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[st
         file = tmp_path / f"{name}.sqlite3"
         datasets.load_sqlite(file, datasets.script(name, dialect))
         engine = sa.create_engine(f"sqlite:///{file}")
-        if name == "sakila":
-            with engine.begin() as conn:
-                datasets.populate(conn)
-        elif name == "employees":
-            with engine.begin() as conn:
-                datasets.populate_employees(conn)
+        with engine.begin() as conn:
+            datasets.fill(conn, name)
         yield name, engine
         engine.dispose()
         return
@@ -66,12 +62,7 @@ def dataset(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[st
         for engine in _engine(url):
             with engine.begin() as conn:
                 datasets.load(conn, name, dialect)
-                if name in ("sakila", "pagila"):
-                    datasets.populate(conn)
-                    if name == "pagila":
-                        datasets.populate_pagila(conn)
-                elif name == "employees":
-                    datasets.populate_employees(conn)
+                datasets.fill(conn, name)
             yield name, engine
 
 

@@ -126,6 +126,9 @@ def add_triggers(conn: Connection, dataset: str) -> None:
             _pg_audit(conn, "payment", "payment_date")
         else:
             _pg_audit(conn, "film", "title")
+            # On the month's child table: a parent's triggers do not fire for
+            # its children's rows.
+            _pg_audit(conn, "payment_p2031_01", "payment_date")
         return
     conn.exec_driver_sql(
         f"CREATE TABLE {q(AUDIT)} (audit_id INT AUTO_INCREMENT PRIMARY KEY,"
@@ -394,31 +397,39 @@ backfill's batches do: a deadlock now and then)."""
 class SakilaApp(Writer):
     """Sakila's application, on the online writer's loop (tests/online_app.py).
 
-    PostgreSQL (``language`` migrates, ``film`` is its child): new languages with a
-    film, new films in existing languages, films moved to another language,
-    films of its own deleted (then its languages left without films), languages
-    read back by key. MariaDB (``payment`` migrates): a new customer with a
-    rental and its payment,
-    payments for existing customers, payments moved to another customer, own
-    payments deleted, payments read back by key. Every app row is tagged: film
-    titles ``app film <n>``, languages ``app L<n>``, customers ``APP<n>``,
-    payment and rental dates in 2031."""
+    Films (Sakila's PostgreSQL port: ``language`` migrates, ``film`` is its
+    child): new languages with a film, new films in existing languages, films
+    moved to another language, films of its own deleted (then its languages
+    left without films), languages read back by key. Payments (MariaDB,
+    pagila, and the PostgreSQL port, whose payments go to a child table by
+    its rules): a new customer with a rental and its payment, payments for
+    existing customers, payments moved to another customer, own payments
+    deleted, payments read back by key. Every app row is tagged: film titles
+    ``app film <n>``, languages ``app L<n>``, customers ``APP<n>``, payment and
+    rental dates in 2031 (PostgreSQL: in the month's partition or child table,
+    ``payment_p2031_01``, where the audit trigger fires)."""
 
-    def __init__(self, engine: Engine, names: list[str], payments: bool) -> None:
+    def __init__(self, engine: Engine, dataset: str) -> None:
         super().__init__(engine, key_updates=False)
         self.pg = engine.dialect.name == "postgresql"
-        self.payments = payments  # Sakila on MariaDB, pagila; else films and languages
-        # Where the audit trigger says its payments went: on pagila the partition
-        # of their month (a trigger on a partitioned table fires on the partition).
+        self.writes = ("films", "payments") if dataset == "sakila" and self.pg else ("payments",)
+        self.zoned = dataset == "pagila"  # pagila's payment_date is a timestamptz
         self.paid_into = "payment_p2031_01" if self.pg else "payment"
-        self.names = names  # original languages (PostgreSQL) or customers' last names
+        with engine.connect() as conn:
+            self.languages = list(
+                conn.exec_driver_sql("SELECT rtrim(name) FROM language").scalars()
+            )
+            self.customers = list(conn.exec_driver_sql("SELECT last_name FROM customer").scalars())
         self.progress = Progress()
         self.audit = Audit()
-        self.parent: dict[str, str] = {}  # film title / payment date -> language / last name
-        self.mine: list[str] = []  # app-made languages / customers
+        self.films: dict[str, str] = {}  # film title -> language
+        self.paid: dict[str, str] = {}  # payment date -> customer's last name
+        self.my_languages: list[str] = []
+        self.my_customers: list[str] = []
 
     def _enough(self) -> bool:
-        return (self.statements > 30 and len(self.parent) > 5) or len(self.failures) > 10
+        written = len(self.films) + len(self.paid)
+        return (self.statements > 30 and written > 5) or len(self.failures) > 10
 
     def run(self) -> None:
         try:
@@ -429,17 +440,25 @@ class SakilaApp(Writer):
 
     def _saved(self) -> Callable[[], None]:
         restore = super()._saved()
-        mine, parent, audit = list(self.mine), dict(self.parent), Counter(self.audit.rows)
+        kept = (
+            list(self.my_languages),
+            list(self.my_customers),
+            dict(self.films),
+            dict(self.paid),
+            Counter(self.audit.rows),
+        )
 
         def restore_all() -> None:
             restore()
-            self.mine, self.parent, self.audit.rows = mine, parent, audit
+            languages, customers, films, paid, audit = kept
+            self.my_languages, self.my_customers = list(languages), list(customers)
+            self.films, self.paid, self.audit.rows = dict(films), dict(paid), Counter(audit)
 
         return restore_all
 
     def _one(self, n: int, tag: str) -> None:
         with self.engine.begin() as conn:
-            if self.payments:
+            if self.writes[n % len(self.writes)] == "payments":
                 self._payment(conn, n)
             else:
                 self._film(conn, n)
@@ -454,28 +473,28 @@ class SakilaApp(Writer):
             if action == 0:
                 name = f"app L{n}"
                 conn.execute(q("INSERT INTO language (name) VALUES (:l)"), {"l": name})
-                self.mine.append(name)
+                self.my_languages.append(name)
             else:
-                name = self.rng.choice(self.names + self.mine)
+                name = self.rng.choice(self.languages + self.my_languages)
             conn.execute(
                 q(f"INSERT INTO film (title, language_id) VALUES (:t, ({language}))"),
                 {"t": title, "l": name},
             )
-            self.parent[title] = name
+            self.films[title] = name
             self.audit.rows[("film", "INSERT", title)] += 1
-        elif action == 2 and self.parent:
-            title = self.rng.choice(sorted(self.parent))
-            name = self.rng.choice(self.names + self.mine)
+        elif action == 2 and self.films:
+            title = self.rng.choice(sorted(self.films))
+            name = self.rng.choice(self.languages + self.my_languages)
             conn.execute(
                 q(f"UPDATE film SET language_id = ({language}) WHERE title = :t"),
                 {"t": title, "l": name},
             )
-            self.parent[title] = name
+            self.films[title] = name
             self.audit.rows[("film", "UPDATE", title)] += 1
-        elif action == 3 and len(self.parent) > 5:
-            title = self.rng.choice(sorted(self.parent))
+        elif action == 3 and len(self.films) > 5:
+            title = self.rng.choice(sorted(self.films))
             conn.execute(q("DELETE FROM film WHERE title = :t"), {"t": title})
-            del self.parent[title]
+            del self.films[title]
             self.audit.rows[("film", "DELETE", title)] += 1
             gone = conn.execute(
                 q(
@@ -484,9 +503,9 @@ class SakilaApp(Writer):
                 )
             ).scalars()
             for name in gone:
-                self.mine.remove(name.rstrip())
+                self.my_languages.remove(name.rstrip())
         else:
-            name = self.rng.choice(self.names + self.mine)
+            name = self.rng.choice(self.languages + self.my_languages)
             key = conn.execute(q(language), {"l": name}).scalar_one()
             found = conn.execute(
                 q("SELECT name FROM language WHERE language_id = :k"), {"k": key}
@@ -497,7 +516,7 @@ class SakilaApp(Writer):
         q = sa.text
         customer = "SELECT customer_id FROM customer WHERE last_name = :c"
         when = str(datetime(2031, 1, 1) + timedelta(seconds=n))
-        action = n % 5
+        action = (n // len(self.writes)) % 5
         if action in (0, 1):
             parents = dict(zip(_PARENTS, conn.execute(q(_ANY)).one(), strict=True))
             if action == 0:  # a new customer, a rental, its payment
@@ -516,10 +535,10 @@ class SakilaApp(Writer):
                     ),
                     {"d": when, "c": name, **parents},
                 )
-                self.mine.append(name)
+                self.my_customers.append(name)
                 rental = "(SELECT rental_id FROM rental WHERE rental_date = :d)"
             else:
-                name = self.rng.choice(self.names + self.mine)
+                name = self.rng.choice(self.customers + self.my_customers)
                 # pagila's payment.rental_id is NOT NULL; Sakila's may be NULL.
                 rental = "(SELECT rental_id FROM rental ORDER BY 1 LIMIT 1)" if self.pg else "NULL"
             conn.execute(
@@ -529,25 +548,25 @@ class SakilaApp(Writer):
                 ),
                 {"c": name, "d": when, "staff": parents["staff"]},
             )
-            self.parent[when] = name
+            self.paid[when] = name
             self.audit.rows[(self.paid_into, "INSERT", self._tag(when))] += 1
-        elif action == 2 and self.parent:
-            paid = self.rng.choice(sorted(self.parent))
-            name = self.rng.choice(self.names + self.mine)
+        elif action == 2 and self.paid:
+            paid = self.rng.choice(sorted(self.paid))
+            name = self.rng.choice(self.customers + self.my_customers)
             conn.execute(
                 q(f"UPDATE payment SET customer_id = ({customer}) WHERE payment_date = :d"),
                 {"d": paid, "c": name},
             )
-            self.parent[paid] = name
+            self.paid[paid] = name
             if self.pg:  # (MariaDB's audit has no UPDATE trigger: see add_triggers)
                 self.audit.rows[(self.paid_into, "UPDATE", self._tag(paid))] += 1
-        elif action == 3 and len(self.parent) > 5:
-            paid = self.rng.choice(sorted(self.parent))
+        elif action == 3 and len(self.paid) > 5:
+            paid = self.rng.choice(sorted(self.paid))
             conn.execute(q("DELETE FROM payment WHERE payment_date = :d"), {"d": paid})
-            del self.parent[paid]
+            del self.paid[paid]
             self.audit.rows[(self.paid_into, "DELETE", self._tag(paid))] += 1
         else:
-            paid = self.rng.choice(sorted(self.parent) or [when])
+            paid = self.rng.choice(sorted(self.paid) or [when])
             key = conn.execute(
                 q("SELECT payment_id FROM payment WHERE payment_date = :d"), {"d": paid}
             ).scalar()
@@ -560,59 +579,49 @@ class SakilaApp(Writer):
     def check(self, engine: Engine) -> list[str]:
         problems = []
         with engine.connect() as conn:
-            if not self.payments:
-                found = {
-                    t: str(name).rstrip()
-                    for t, name in conn.exec_driver_sql(
-                        "SELECT f.title, l.name FROM film f JOIN language l"
-                        " ON l.language_id = f.language_id WHERE f.title LIKE 'app film %%'"
-                    ).all()
-                }
-            else:
-                found = {
-                    _naive(d): name
-                    for d, name in conn.exec_driver_sql(
-                        "SELECT p.payment_date, c.last_name FROM payment p JOIN customer c"
-                        " ON c.customer_id = p.customer_id WHERE p.payment_date >= '2031-01-01'"
-                    ).all()
-                }
+            films = {
+                t: str(name).rstrip()
+                for t, name in conn.exec_driver_sql(
+                    "SELECT f.title, l.name FROM film f JOIN language l"
+                    " ON l.language_id = f.language_id WHERE f.title LIKE 'app film %%'"
+                ).all()
+            }
+            paid = {
+                _naive(d): name
+                for d, name in conn.exec_driver_sql(
+                    "SELECT p.payment_date, c.last_name FROM payment p JOIN customer c"
+                    " ON c.customer_id = p.customer_id WHERE p.payment_date >= '2031-01-01'"
+                ).all()
+            }
             problems += self.audit.check(conn)
-        if found != self.parent:
-            problems.append(f"rows: found {found!r:.300} wanted {self.parent!r:.300}")
+        for what, found, wanted in (("films", films, self.films), ("payments", paid, self.paid)):
+            if found != wanted:
+                problems.append(f"{what}: found {found!r:.300} wanted {wanted!r:.300}")
         return problems
 
     def _tag(self, when: str) -> str:
         """A payment date as the audit trigger records it (PostgreSQL: the row's
-        JSON, ``timestamptz`` in the sessions' UTC; MariaDB: ``CAST(... AS CHAR)``)."""
+        JSON -- a ``timestamptz`` in the sessions' UTC; MariaDB: ``CAST(... AS
+        CHAR)``)."""
         if not self.pg:
             return when
-        return datetime.fromisoformat(when).replace(tzinfo=UTC).isoformat()
+        moment = datetime.fromisoformat(when)
+        return (moment.replace(tzinfo=UTC) if self.zoned else moment).isoformat()
 
     def cleanup(self, conn: Connection) -> None:
-        if not self.payments:
-            sqls = [
-                "DELETE FROM film WHERE title LIKE 'app film %%'",
-                "DELETE FROM language WHERE name LIKE 'app L%%'",
-            ]
-        else:
-            sqls = [
-                "DELETE FROM payment WHERE payment_date >= '2031-01-01'",
-                "DELETE FROM rental WHERE rental_date >= '2031-01-01'",
-                "DELETE FROM customer WHERE last_name LIKE 'APP%%'",
-            ]
-        for sql in sqls:
+        for sql in (
+            "DELETE FROM film WHERE title LIKE 'app film %%'",
+            "DELETE FROM language WHERE name LIKE 'app L%%'",
+            "DELETE FROM payment WHERE payment_date >= '2031-01-01'",
+            "DELETE FROM rental WHERE rental_date >= '2031-01-01'",
+            "DELETE FROM customer WHERE last_name LIKE 'APP%%'",
+        ):
             conn.exec_driver_sql(sql)
 
 
 def sakila_app(engine: Engine, dataset: str) -> SakilaApp:
-    """Sakila's application: films on Sakila's PostgreSQL port (its ``payment``
-    inherits, which neither mode takes), payments on MariaDB and on pagila
-    (whose ``payment`` is partitioned)."""
-    payments = dataset == "pagila" or engine.dialect.name != "postgresql"
-    with engine.connect() as conn:
-        sql = "SELECT last_name FROM customer" if payments else "SELECT rtrim(name) FROM language"
-        names = list(conn.exec_driver_sql(sql).scalars())
-    return SakilaApp(app_engine(engine), names, payments)
+    """Sakila's application (pagila's too): see :class:`SakilaApp`."""
+    return SakilaApp(app_engine(engine), dataset)
 
 
 def _naive(value: Any) -> str:
@@ -665,30 +674,28 @@ def sample(request: pytest.FixtureRequest) -> Iterator[Sample]:
         request.addfinalizer(engine.dispose)
     with engine.begin() as conn:
         datasets.load(conn, dataset, dialect)
-        if dataset in ("sakila", "pagila"):
-            datasets.populate(conn)
-            if dataset == "pagila":
-                datasets.populate_pagila(conn)
-            if dialect == "postgresql":
-                # populate() gives keys 1..n itself: the sequences follow, as
-                # after a restore of a dump, so that the application's rows get new ones.
-                for table, column, default in conn.exec_driver_sql(
-                    "SELECT table_name, column_name, column_default FROM information_schema.columns"
-                    " WHERE table_schema = current_schema()"
-                    " AND column_default LIKE 'nextval(%%'"
-                    # (pagila's partitions share payment's sequence: payment's max.)
-                    " AND table_name NOT IN (SELECT relname FROM pg_class WHERE relispartition"
-                    " AND relnamespace = quote_ident(current_schema())::regnamespace)"
-                ).all():
-                    sequence = re.fullmatch(r"nextval\('(.*)'::regclass\)", default)
-                    assert sequence is not None, default
-                    conn.execute(
-                        sa.text(
-                            "SELECT setval(CAST(:s AS regclass),"
-                            f" (SELECT max({sa.column(column)}) FROM {sa.table(table)}))"
-                        ),
-                        {"s": sequence.group(1).replace("''", "'")},
-                    )
+        datasets.fill(conn, dataset)
+        if dataset in ("sakila", "pagila") and dialect == "postgresql":
+            # populate() gives keys 1..n itself: the sequences follow, as
+            # after a restore of a dump, so that the application's rows get new ones.
+            for table, column, default in conn.exec_driver_sql(
+                "SELECT table_name, column_name, column_default FROM information_schema.columns"
+                " WHERE table_schema = current_schema()"
+                " AND column_default LIKE 'nextval(%%'"
+                # (payment's partitions, or children, share its sequence: its max.)
+                " AND table_name NOT IN (SELECT c.relname FROM pg_inherits i JOIN pg_class c"
+                " ON c.oid = i.inhrelid"
+                " WHERE c.relnamespace = quote_ident(current_schema())::regnamespace)"
+            ).all():
+                sequence = re.fullmatch(r"nextval\('(.*)'::regclass\)", default)
+                assert sequence is not None, default
+                conn.execute(
+                    sa.text(
+                        "SELECT setval(CAST(:s AS regclass),"
+                        f" (SELECT max({sa.column(column)}) FROM {sa.table(table)}))"
+                    ),
+                    {"s": sequence.group(1).replace("''", "'")},
+                )
         add_triggers(conn, dataset)
     with engine.connect() as conn:
         metadata = sa.MetaData()

@@ -752,7 +752,9 @@ def _verify(run: OnlineRun, check: Check) -> None:
     def problems(connection: Connection) -> list[str]:
         keys = {}
         inspector = inspect(connection)
-        for ref in run.plan.references:
+        # (A partition's or an inheriting table's own reference is checked
+        # through its tree's topmost table, whose column it is.)
+        for _, ref in references(run.plan):
             _, pk = run.backend.reflect.primary_key(connection, inspector, ref.table)
             keys[ref.table] = pk[0]
         return verify(connection, run.plan, check, keys)

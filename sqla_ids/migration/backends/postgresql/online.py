@@ -190,6 +190,10 @@ class Catalog:
     """``(table, index)`` of a partitioned table -> ``(piece, name)``: the piece
     the prepare built on a partition over the arriving column, and the name the
     leaving column's piece there has (which it takes at the swap)."""
+    inheriting: dict[str, list[str]] = field(default_factory=dict)
+    """An affected table -> the tables that inherit from it (quoted): the sync
+    triggers go on each of them too (a row inserted into one, as Sakila's rules
+    insert payments, fires its own triggers, not its parent's)."""
     key_pieces: dict[tuple[str, str], list[tuple[str, str, str]]] = field(default_factory=dict)
     """``(table, constraint)`` of a partitioned table's foreign key -> ``(partition,
     piece, name)``, as :attr:`index_pieces`."""
@@ -266,6 +270,9 @@ def read_catalog(connection: Connection, plan: PkMigrationPlan, views: bool = Fa
     catalog = Catalog()
     inspector = inspect(connection)
     catalog.tables = {t for t in _tables(plan) if inspector.has_table(t)}
+    for table in sorted(catalog.tables):
+        if below := partitions.inheriting(connection, table):
+            catalog.inheriting[table] = below
     if views:
         catalog.views = read_views(connection, plan)
     columns = [(plan.table, plan.column), *((r.table, r.column) for _, r in references(plan))]
@@ -403,13 +410,13 @@ def drop_trigger_statements(
     for n, table in enumerate(_tables(plan)):
         if table not in catalog.tables:
             continue
-        for kind in ("before", "after"):
-            statements.append(
-                Statement(
-                    f"DROP TRIGGER IF EXISTS {_q(dialect, object_name(plan, kind, n))}"
-                    f" ON {_q(dialect, table)}"
+        for on in [_q(dialect, table), *catalog.inheriting.get(table, [])]:
+            for kind in ("before", "after"):
+                statements.append(
+                    Statement(
+                        f"DROP TRIGGER IF EXISTS {_q(dialect, object_name(plan, kind, n))} ON {on}"
+                    )
                 )
-            )
         statements.append(
             Statement(f"DROP FUNCTION IF EXISTS {_q(dialect, object_name(plan, 'sync', n))}()")
         )
@@ -554,29 +561,34 @@ def sync_trigger_statements(
         # names must still find the tables (and the mapping) where the
         # migration made them, whichever version fired it.
         pinned = " SET search_path FROM CURRENT" if plan.options.versions else ""
-        statements += [
+        statements.append(
             Statement(
                 f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql{pinned}"
                 f" AS {tag}\n{body}\n{tag}"
-            ),
-            Statement(
-                f"CREATE TRIGGER {q(object_name(plan, 'before', n))} BEFORE INSERT OR UPDATE"
-                f" ON {q(table)} FOR EACH ROW WHEN ({_NOT_BACKFILL}) EXECUTE FUNCTION {function}()"
-            ),
-            Statement(
-                f"CREATE TRIGGER {q(object_name(plan, 'after', n))} AFTER INSERT OR DELETE"
-                f" ON {q(table)} FOR EACH ROW EXECUTE FUNCTION {function}()"
-            ),
-            # They fire in every session, replicas' included: a session with
-            # session_replication_role = replica (a replication apply, pg_restore,
-            # a bulk load) writes rows too, and they must be followed.
-            *(
+            )
+        )
+        # The table's, and each inheriting table's own (a partition gets its
+        # partitioned table's by itself).
+        for on in [q(table), *catalog.inheriting.get(table, [])]:
+            statements += [
                 Statement(
-                    f"ALTER TABLE {q(table)} ENABLE ALWAYS TRIGGER {q(object_name(plan, kind, n))}"
-                )
-                for kind in ("before", "after")
-            ),
-        ]
+                    f"CREATE TRIGGER {q(object_name(plan, 'before', n))} BEFORE INSERT OR UPDATE"
+                    f" ON {on} FOR EACH ROW WHEN ({_NOT_BACKFILL}) EXECUTE FUNCTION {function}()"
+                ),
+                Statement(
+                    f"CREATE TRIGGER {q(object_name(plan, 'after', n))} AFTER INSERT OR DELETE"
+                    f" ON {on} FOR EACH ROW EXECUTE FUNCTION {function}()"
+                ),
+                # They fire in every session, replicas' included: a session with
+                # session_replication_role = replica (a replication apply,
+                # pg_restore, a bulk load) writes rows too, and they must be followed.
+                *(
+                    Statement(
+                        f"ALTER TABLE {on} ENABLE ALWAYS TRIGGER {q(object_name(plan, kind, n))}"
+                    )
+                    for kind in ("before", "after")
+                ),
+            ]
     return statements
 
 
@@ -1038,8 +1050,8 @@ class PostgreSQLOnline(OnlineStrategy):
         quiet_needed = []
         q = connection.dialect.identifier_preparer.quote
         for table in plan.affected_tables:
-            here = qualified(connection, table)
-            for name, enabled in application_update_triggers(connection, table):
+            for name, enabled, on in application_update_triggers(connection, table):
+                here = qualified(connection, on)
                 if enabled in ("A", "R"):
                     how = "ALWAYS" if enabled == "A" else "REPLICA"
                     problems.append(
@@ -1384,16 +1396,28 @@ class PostgreSQLOnline(OnlineStrategy):
 # Application triggers firing on UPDATE of a table (not ours, not PostgreSQL's
 # own): the backfill's UPDATEs must not fire them -- a trigger stamping
 # updated_at would restamp every row, an audit trigger log one row per row.
-_UPDATE_TRIGGERS = sa.text(
-    "SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = to_regclass(:t)"
-    " AND NOT tgisinternal AND tgenabled <> 'D' AND (tgtype & 16) <> 0 ORDER BY 1"
+# And of the tables below it (partitions, tables that inherit from it): the
+# backfill's UPDATE of a table updates their rows, and fires their triggers --
+# an audit trigger of Sakila's payment_p2031_01, not of payment. (A partition's
+# clone of its partitioned table's trigger is that trigger.)
+_UPDATE_TRIGGERS = (
+    "WITH RECURSIVE tree(oid) AS (SELECT to_regclass(:t)::oid"
+    " UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.oid)"
+    " SELECT DISTINCT g.tgname, g.tgenabled, c.relname FROM pg_trigger g"
+    " JOIN tree ON g.tgrelid = tree.oid JOIN pg_class c ON c.oid = g.tgrelid"
+    " WHERE NOT g.tgisinternal AND g.tgenabled <> 'D' AND (g.tgtype & 16) <> 0"
 )
+_NOT_A_CLONE = " AND g.tgparentid = 0"  # (PostgreSQL 13+; before, a clone is internal)
 
 
-def application_update_triggers(connection: Connection, table: str) -> list[tuple[str, str]]:
-    """``(name, tgenabled)`` of the application's triggers firing on UPDATE of ``table``."""
-    rows = connection.execute(_UPDATE_TRIGGERS, {"t": _q(connection, table)}).all()
-    return [(str(name), str(enabled)) for name, enabled in rows if not is_object_name(name)]
+def application_update_triggers(connection: Connection, table: str) -> list[tuple[str, str, str]]:
+    """``(name, tgenabled, table)`` of the application's triggers firing on UPDATE of
+    ``table`` or of a table below it."""
+    sql = _UPDATE_TRIGGERS
+    if (connection.dialect.server_version_info or (0,)) >= (13,):
+        sql += _NOT_A_CLONE
+    rows = connection.execute(sa.text(sql + " ORDER BY 3, 1"), {"t": _q(connection, table)}).all()
+    return [(str(n), str(e), str(on)) for n, e, on in rows if not is_object_name(n)]
 
 
 def _quietly(connection: Connection, table: str) -> bool:

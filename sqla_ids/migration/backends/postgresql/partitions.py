@@ -70,6 +70,23 @@ def tree(connection: Connection, table: str) -> list[Partition]:
     return [Partition(int(o), str(n), int(po), bool(leaf), int(lv)) for o, n, po, leaf, lv in rows]
 
 
+def inheriting(connection: Connection, table: str) -> list[str]:
+    """The tables below ``table`` by plain inheritance (``INHERITS``, any depth;
+    partitions are not), quoted by the server: they share its columns, but not
+    its triggers, which each needs of its own."""
+    rows = connection.execute(
+        sa.text(
+            "WITH RECURSIVE below(oid) AS ("
+            " SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(:t)"
+            " UNION SELECT i.inhrelid FROM pg_inherits i JOIN below b ON i.inhparent = b.oid)"
+            " SELECT c.oid::regclass::text FROM below b JOIN pg_class c ON c.oid = b.oid"
+            " WHERE NOT c.relispartition ORDER BY 1"
+        ),
+        {"t": _regclass(connection, table)},
+    ).scalars()
+    return [str(name) for name in rows]
+
+
 def piece(name: str, oid: int) -> str:
     """The name of ``name``'s piece on partition ``oid`` (within 63 bytes:
     ``name`` is one of the migration's own, at most 30)."""

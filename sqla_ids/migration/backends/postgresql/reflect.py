@@ -694,26 +694,31 @@ def find_dependents(
 
     A partitioned table's index stands for the pieces attached to it on each
     partition (not listed); a partition's own index (pagila declares one per
-    partition) is listed, ``via`` its partitioned table."""
+    partition), or an inheriting table's (Sakila's port), is listed, ``via``
+    the topmost table of the tree, whose column it is."""
     deps: list[Dependent] = []
     scanned = dict(affected)
     for t, cols in sorted(affected.items()):
-        for (partition,) in connection.execute(
+        for (below,) in connection.execute(
             sa.text(
-                "SELECT c.relname FROM pg_partition_tree(to_regclass(:t)) p"
-                " JOIN pg_class c ON c.oid = p.relid WHERE p.level > 0"
-                " AND c.relnamespace = quote_ident(current_schema())::regnamespace"
+                "WITH RECURSIVE below(oid) AS ("
+                " SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(:t)"
+                " UNION SELECT i.inhrelid FROM pg_inherits i JOIN below b ON i.inhparent = b.oid)"
+                " SELECT c.relname FROM below b JOIN pg_class c ON c.oid = b.oid"
+                " WHERE c.relnamespace = quote_ident(current_schema())::regnamespace"
             ),
             _params(connection, t),
         ):
-            scanned.setdefault(str(partition), set()).update(cols)
+            scanned.setdefault(str(below), set()).update(cols)
     for t, cols in sorted(scanned.items()):
         params = _params(connection, t, cols)
         via = connection.execute(
             sa.text(
-                "SELECT r.relname FROM pg_class c JOIN pg_class r"
-                " ON r.oid = pg_partition_root(c.oid) WHERE c.oid = to_regclass(:t)"
-                " AND c.relispartition"
+                "WITH RECURSIVE up(oid, depth) AS (SELECT to_regclass(:t)::oid, 0"
+                " UNION ALL SELECT i.inhparent, up.depth + 1 FROM pg_inherits i"
+                " JOIN up ON i.inhrelid = up.oid WHERE up.depth < 100)"
+                " SELECT c.relname FROM up JOIN pg_class c ON c.oid = up.oid"
+                " WHERE up.depth > 0 ORDER BY up.depth DESC LIMIT 1"
             ),
             params,
         ).scalar()
