@@ -240,6 +240,11 @@ def fill(conn: Connection, dataset: str) -> None:
         # The port's payments live in the month's child table (payment_p2007_01
         # ... INHERITS payment), where its rules put each INSERT into payment:
         # populate()'s dates (2005) fit none, so those stay in payment itself.
+        # Numbered after those (populate() gives keys itself): the tree's keys
+        # are one set, as the port's sequence keeps them.
+        conn.exec_driver_sql(
+            "SELECT setval('payment_payment_id_seq', (SELECT max(payment_id) FROM payment))"
+        )
         conn.exec_driver_sql(
             "INSERT INTO payment (customer_id, staff_id, rental_id, amount, payment_date)"
             " SELECT 1 + mod(g, 12), 1 + mod(g * 7, 12), 1 + mod(g * 5, 12), mod(g, 9) + 0.99,"

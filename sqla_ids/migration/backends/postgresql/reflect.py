@@ -289,15 +289,24 @@ def resolve_inheritance(
                     " it by another column first)"
                 )
         elif shape["children"] and t == table:
-            # A referencing parent is converted with its children (ALTER COLUMN
-            # TYPE recurses); a key is not: its primary key covers the parent's
-            # own rows only, so the tree's keys are not known to be one set.
-            blockers.add(
-                f"table {name} has inheritance children ({shape['children']}), whose rows"
-                f" share its key column but not its primary key; the migration numbers the"
-                " keys of one table; detach them first (ALTER TABLE <child> NO INHERIT"
-                f" {q(t)} for each), or make {name} a partitioned table"
-            )
+            # The key's column is its children's too (ALTER COLUMN TYPE recurses,
+            # and a SELECT of the parent reads their rows): the tree's keys are
+            # numbered as one table's -- if they are one set, which the parent's
+            # primary key (its own rows only) does not promise.
+            key = _key_column(connection, t)
+            twice = connection.execute(
+                sa.text(
+                    f"SELECT {q(key)} FROM {q(t)} GROUP BY 1 HAVING count(*) > 1 ORDER BY 1 LIMIT 3"
+                )
+            ).scalars()
+            if repeated := [str(k) for k in twice]:
+                blockers.add(
+                    f"table {name} has inheritance children ({shape['children']}), whose rows"
+                    f" share its key column but not its primary key, and some keys are"
+                    f" there twice in the tree ({', '.join(repeated)}): the migration maps"
+                    " each old key to one new key; give those rows keys of their own, or"
+                    f" detach the children (ALTER TABLE <child> NO INHERIT {q(t)})"
+                )
 
 
 def qualified(connection: Connection, table: str) -> str:
@@ -392,7 +401,7 @@ def find_blockers(
     """Constraints, rules, triggers, policies, generated columns and indexes that
     pin an affected column's type (views: :func:`find_views`)."""
     problems: list[str] = []
-    for t, cols in sorted(affected.items()):
+    for t, cols in sorted(_with_below(connection, affected).items()):
         params = _params(connection, t, cols)
         here, listed = qualified(connection, t), _columns_list(connection, cols)
         for what, sql, removal in _BLOCKING_OBJECTS:
@@ -536,6 +545,9 @@ def find_views(
     transaction: its old rows hold the old keys' type, which it cannot keep, so
     it is created ``WITH NO DATA`` and refreshed once its indexes are back)."""
     found: dict[str, tuple[int, View]] = {}
+    # (A view or rule over a partition's or an inheriting table's column pins
+    # it as one over the table's does: the conversion recurses into them.)
+    affected = _with_below(connection, affected)
     for t, cols in sorted(affected.items()):
         params = {**_params(connection, t, cols), "t_name": qualified(connection, t)}
         for r in connection.execute(_VIEWS, params).mappings():
@@ -681,6 +693,31 @@ def uuid7_key_default(connection: Connection, plan: PkMigrationPlan) -> NewKeyDe
     return NewKeyDefault("uuid7_function", function=function, sql=sql)
 
 
+def _below(connection: Connection, table: str) -> list[str]:
+    """The tables below ``table`` (partitions, tables that inherit from it, any
+    depth) in the current schema: they have its columns, converted with it."""
+    rows = connection.execute(
+        sa.text(
+            "WITH RECURSIVE below(oid) AS ("
+            " SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(:t)"
+            " UNION SELECT i.inhrelid FROM pg_inherits i JOIN below b ON i.inhparent = b.oid)"
+            " SELECT c.relname FROM below b JOIN pg_class c ON c.oid = b.oid"
+            " WHERE c.relnamespace = quote_ident(current_schema())::regnamespace ORDER BY 1"
+        ),
+        _params(connection, table),
+    ).scalars()
+    return [str(name) for name in rows]
+
+
+def _with_below(connection: Connection, affected: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``affected`` and the tables below each, with the same columns."""
+    found = {t: set(cols) for t, cols in affected.items()}
+    for t, cols in sorted(affected.items()):
+        for below in _below(connection, t):
+            found.setdefault(below, set()).update(cols)
+    return found
+
+
 def find_dependents(
     connection: Connection,
     inspector: Inspector,
@@ -697,20 +734,7 @@ def find_dependents(
     partition), or an inheriting table's (Sakila's port), is listed, ``via``
     the topmost table of the tree, whose column it is."""
     deps: list[Dependent] = []
-    scanned = dict(affected)
-    for t, cols in sorted(affected.items()):
-        for (below,) in connection.execute(
-            sa.text(
-                "WITH RECURSIVE below(oid) AS ("
-                " SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(:t)"
-                " UNION SELECT i.inhrelid FROM pg_inherits i JOIN below b ON i.inhparent = b.oid)"
-                " SELECT c.relname FROM below b JOIN pg_class c ON c.oid = b.oid"
-                " WHERE c.relnamespace = quote_ident(current_schema())::regnamespace"
-            ),
-            _params(connection, t),
-        ):
-            scanned.setdefault(str(below), set()).update(cols)
-    for t, cols in sorted(scanned.items()):
+    for t, cols in sorted(_with_below(connection, affected).items()):
         params = _params(connection, t, cols)
         via = connection.execute(
             sa.text(
