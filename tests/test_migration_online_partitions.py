@@ -8,7 +8,12 @@ partitioned again, a default partition):
   to the customer (the sub-partitioned one on itself, as a partitioned
   table), and has an index of its own;
 * ``partitioned table``: the foreign key (``ON DELETE CASCADE``) declared once,
-  on ``payment``, and an index on ``payment`` (a piece on each partition).
+  on ``payment``, and an index on ``payment`` (a piece on each partition);
+* ``inheritance``: the same months as tables that inherit from ``payment``
+  (February's second half from February's), each with its own foreign key,
+  as before declarative partitioning (Sakila's PostgreSQL port); the
+  application inserts into the month's table, reads and writes through
+  ``payment``.
 
 PostgreSQL builds neither an index ``CONCURRENTLY`` nor a foreign key ``NOT
 VALID`` on a partitioned table: the online mode builds them on each partition
@@ -26,6 +31,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from datetime import date, timedelta
 from functools import partial
 
 import pytest
@@ -39,7 +45,7 @@ from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_
 CUSTOMER = 'cüst "o\'mer"'
 CUSTOMER_ID = 'cust "id"'
 PAYMENT = 'pay"ment'
-LAYOUTS = ["each partition", "partitioned table"]
+LAYOUTS = ["each partition", "partitioned table", "inheritance"]
 MONTHS = ["2007-01-01", "2007-02-01", "2007-02-15", "2007-03-01", "2007-05-01"]
 
 
@@ -47,9 +53,64 @@ def _q(conn: Connection | Engine, name: str) -> str:
     return str(conn.dialect.identifier_preparer.quote(name))
 
 
+def _month(paid: str) -> str:
+    """The table a payment of ``paid`` (``YYYY-MM-DD``) goes to, by inheritance."""
+    if paid < MONTHS[0] or paid >= MONTHS[3]:
+        return PAYMENT
+    if paid < MONTHS[1]:
+        return PAYMENT + " jan"
+    return PAYMENT + (" feb 1" if paid < MONTHS[2] else " feb")
+
+
+def _inheritance(conn: Connection) -> None:
+    """``payment`` and its months by inheritance, each with its own foreign key
+    (the parent's own rows: other months); 40 customers, 600 payments."""
+    q = lambda name: _q(conn, name)  # noqa: E731
+    cust, cid, pay = q(CUSTOMER), q(CUSTOMER_ID), q(PAYMENT)
+    conn.exec_driver_sql(
+        f"CREATE TABLE {cust} ({cid} serial PRIMARY KEY, name text NOT NULL UNIQUE)"
+    )
+    conn.exec_driver_sql(
+        f"CREATE TABLE {pay} (payment_id serial PRIMARY KEY, {cid} integer NOT NULL"
+        f" REFERENCES {cust}, amount numeric(5,2) NOT NULL, paid date NOT NULL)"
+    )
+    conn.exec_driver_sql(f"CREATE INDEX {q('pay by cüstomer')} ON {pay} ({cid}, amount)")
+    months = {
+        "jan": (PAYMENT, MONTHS[0], MONTHS[1]),
+        "feb": (PAYMENT, MONTHS[1], MONTHS[3]),
+        "feb 1": (PAYMENT + " feb", MONTHS[1], MONTHS[2]),
+    }
+    for suffix, (parent, low, high) in months.items():
+        table = q(PAYMENT + " " + suffix)
+        conn.exec_driver_sql(
+            f"CREATE TABLE {table} (CHECK (paid >= '{low}' AND paid < '{high}'))"
+            f" INHERITS ({q(parent)})"
+        )
+        conn.exec_driver_sql(
+            f"ALTER TABLE {table} ADD CONSTRAINT {q(f'fk {suffix} cüstomer')} FOREIGN KEY"
+            f" ({cid}) REFERENCES {cust} ({cid})"
+            + (" ON DELETE RESTRICT" if suffix == "feb" else "")
+        )
+    conn.exec_driver_sql(f"CREATE INDEX {q('jan cüstomer')} ON {q(PAYMENT + ' jan')} ({cid})")
+    conn.exec_driver_sql(f"INSERT INTO {cust} (name) SELECT 'c' || g FROM generate_series(1, 40) g")
+    for g in range(1, 601):
+        paid = str(date(2006, 12, 20) + timedelta(days=g % 120))
+        conn.execute(
+            sa.text(
+                f"INSERT INTO {q(_month(paid))} ({cid}, amount, paid)"
+                " VALUES (:c, :a, CAST(:d AS date))"
+            ),
+            {"c": 1 + g % 40, "a": g % 50 + 0.5, "d": paid},
+        )
+
+
 def _schema(engine: Engine, layout: str) -> None:
     """``payment``: January (a leaf), February (partitioned by halves), a default
     partition; 40 customers, 600 payments."""
+    if layout == "inheritance":
+        with engine.begin() as conn:
+            _inheritance(conn)
+        return
     with engine.begin() as conn:
         q = lambda name: _q(conn, name)  # noqa: E731
         cust, cid, pay = q(CUSTOMER), q(CUSTOMER_ID), q(PAYMENT)
@@ -99,9 +160,11 @@ class Payer(threading.Thread):
     between transactions: payments made, moved to another customer and
     refunded; customers of its own opened with a payment and closed."""
 
-    def __init__(self, engine: Engine, cascade: bool) -> None:
+    def __init__(self, engine: Engine, layout: str) -> None:
         super().__init__(daemon=True)
-        self.engine, self.cascade = engine, cascade
+        self.engine, self.cascade = engine, layout == "partitioned table"
+        # Inheriting tables get their rows inserted into them, not their parent.
+        self.into = _month if layout == "inheritance" else lambda paid: PAYMENT
         self.stop = threading.Event()
         self.failures: list[str] = []
         self.done = 0
@@ -140,8 +203,8 @@ class Payer(threading.Thread):
                     conn.execute(sa.text(f"INSERT INTO {cust} (name) VALUES (:c)"), {"c": mine})
                     made = conn.execute(
                         sa.text(
-                            f"INSERT INTO {pay} ({cid}, amount, paid) SELECT {cid}, 1, :d"
-                            f" FROM {cust} WHERE name = :c RETURNING payment_id"
+                            f"INSERT INTO {q(self.into(paid))} ({cid}, amount, paid)"
+                            f" SELECT {cid}, 1, :d FROM {cust} WHERE name = :c RETURNING payment_id"
                         ),
                         {"c": mine, "d": paid},
                     ).scalar_one()
@@ -150,8 +213,8 @@ class Payer(threading.Thread):
             elif kind in (0, 1) or not self.payments:
                 made = conn.execute(
                     sa.text(
-                        f"INSERT INTO {pay} ({cid}, amount, paid) VALUES ({key}, 9.5, :d)"
-                        " RETURNING payment_id"
+                        f"INSERT INTO {q(self.into(paid))} ({cid}, amount, paid)"
+                        f" VALUES ({key}, 9.5, :d) RETURNING payment_id"
                     ),
                     {"c": name, "d": paid},
                 ).scalar_one()
@@ -208,8 +271,7 @@ WAYS = ["undo after the swap", "contract", "undo before the swap"]
 @pytest.mark.parametrize(
     ("layout", "way"),
     [
-        (LAYOUTS[0], WAYS[0]),
-        (LAYOUTS[1], WAYS[0]),
+        *((layout, WAYS[0]) for layout in LAYOUTS),
         *(
             pytest.param(layout, way, marks=pytest.mark.slow)
             for layout in LAYOUTS
@@ -224,7 +286,7 @@ def test_a_partitioned_child_online_with_the_application_writing(
     _schema(engine, layout)
     with engine.connect() as conn:
         before = structure(conn)
-    payer = Payer(engine, cascade=layout == "partitioned table")
+    payer = Payer(engine, layout)
     payer.start()
     try:
         _migrate(engine, "prepare" if way == "undo before the swap" else "swap")

@@ -215,9 +215,33 @@ def test_postgresql_partition_key_and_inheritance_refused_up_front(
         conn.exec_driver_sql("CREATE TABLE base (id int PRIMARY KEY, name text)")
         conn.exec_driver_sql("CREATE TABLE derived (extra text) INHERITS (base)")
         conn.exec_driver_sql("INSERT INTO part VALUES (1), (2)")
+        # The parent's primary key covers its own rows: a child's row may repeat a key.
+        conn.exec_driver_sql("INSERT INTO base VALUES (1, 'a'), (2, 'b')")
+        conn.exec_driver_sql("INSERT INTO derived VALUES (2, 'c', 'x'), (3, 'd', 'y')")
     _refused(engine, "part", "part is partitioned by id")
     _refused(engine, "part_1", "part_1 is a partition of part", ".part's key instead")
-    _refused(engine, "base", "base has inheritance children (derived)", "NO INHERIT base")
+    _refused(
+        engine,
+        "base",
+        "base has inheritance children (derived)",
+        "some keys are there twice in the tree (2)",
+        "NO INHERIT base",
+    )
+    # Keys of their own: the tree's keys are numbered as one table's, both ways.
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE derived SET id = 4 WHERE id = 2")
+    before = _snapshot(engine)
+    with engine.connect() as conn:
+        migrate_pk_to_uuid7(conn, "base")
+        conn.commit()
+        keys = conn.exec_driver_sql("SELECT id_old, id FROM base ORDER BY id_old").all()
+        assert [old for old, _ in keys] == [1, 2, 3, 4]
+        assert [new for _, new in keys] == sorted(new for _, new in keys)  # in old-key order
+        derived = conn.exec_driver_sql("SELECT name, id_old FROM derived ORDER BY 1").all()
+        assert derived == [("c", 4), ("d", 3)]
+        restore_pk_from_uuid7(conn, "base")
+        conn.commit()
+    assert _snapshot(engine) == before
 
 
 # -- 3, 6. rules, materialized views, triggers: all reported at once ------------------
