@@ -43,6 +43,27 @@ def rows(conn: Connection, only: list[str] | None = None) -> dict[str, list[tupl
     return result
 
 
+def view_rows(conn: Connection) -> dict[str, list[tuple[str, ...]]]:
+    """Every row every view (and populated materialized view) returns, as :func:`rows`."""
+    inspector = sa.inspect(conn)
+    names = list(inspector.get_view_names())
+    if conn.dialect.name == "postgresql":
+        names += [
+            str(m)
+            for m in conn.exec_driver_sql(
+                "SELECT matviewname FROM pg_matviews WHERE schemaname = current_schema()"
+                " AND ispopulated"
+            ).scalars()
+        ]
+    q = conn.dialect.identifier_preparer.quote
+    return {
+        v: sorted(
+            tuple(_text(x) for x in row) for row in conn.exec_driver_sql(f"SELECT * FROM {q(v)}")
+        )
+        for v in sorted(names)
+    }
+
+
 def _pg_schema(conn: Connection) -> list[str]:
     queries = {
         "column": "SELECT c.relname, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod),"

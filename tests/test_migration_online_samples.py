@@ -54,7 +54,7 @@ from typing import Any
 import datasets
 import pytest
 import sqlalchemy as sa
-from dbsnapshot import relations, rows, schema
+from dbsnapshot import relations, rows, schema, view_rows
 from online_app import Writer, one_transaction
 from sqlalchemy.engine import Connection, Engine
 from test_migration_chinook import _WORDS, _ChinookApp, _dialect, _name
@@ -851,6 +851,8 @@ def test_every_accepted_key_online_with_the_application_writing(
     engine = sample.engine
     with engine.connect() as conn:
         joined, before_triggers = relations(conn), triggers(conn)
+        # How many rows each view returns (its keys change type; its rows must not).
+        counted = {v: len(found) for v, found in view_rows(conn).items()}
     app = _app(sample)
     seen = _with_writes_around_every_step(app, monkeypatch)
     app.start()
@@ -873,6 +875,7 @@ def test_every_accepted_key_online_with_the_application_writing(
         conn.exec_driver_sql(f"DELETE FROM {conn.dialect.identifier_preparer.quote(AUDIT)}")
     with engine.connect() as conn:
         joined_after = relations(conn)
+        counted_after = {v: len(found) for v, found in view_rows(conn).items()}
     _report(
         sample,
         test="up",
@@ -881,6 +884,7 @@ def test_every_accepted_key_online_with_the_application_writing(
         longest=round(app.longest, 3),
         problems=problems,
         relations_equal=joined_after == joined,
+        views_equal=counted_after == counted,
         steps=dict(seen),
     )
     assert sample.migrated, sample.refused
@@ -891,6 +895,7 @@ def test_every_accepted_key_online_with_the_application_writing(
     assert joined_after.keys() == joined.keys()
     for fk, pairs in joined.items():
         assert joined_after[fk] == pairs, fk
+    assert counted_after == counted
 
 
 @pytest.mark.parametrize("stop", ["prepare", "swap"])
@@ -900,6 +905,7 @@ def test_undone_online_before_the_contract_gives_the_sample_back(
     engine = sample.engine
     with engine.connect() as conn:
         original = (_counters_aside(schema(conn)), rows(conn))
+        shown = view_rows(conn)
     app = _app(sample)
     seen = _with_writes_around_every_step(app, monkeypatch)
     app.start()
@@ -919,9 +925,11 @@ def test_undone_online_before_the_contract_gives_the_sample_back(
         conn.exec_driver_sql(f"DELETE FROM {conn.dialect.identifier_preparer.quote(AUDIT)}")
     with engine.connect() as conn:
         restored = (_counters_aside(schema(conn)), rows(conn))
+        shown_after = view_rows(conn)
     _report(
         sample,
         test=f"undo from {stop}",
+        views_equal=shown_after == shown,
         failed=app.failures,
         retried=app.retried,
         longest=round(app.longest, 3),
@@ -938,3 +946,4 @@ def test_undone_online_before_the_contract_gives_the_sample_back(
     assert sorted(restored[1]) == sorted(original[1])
     for table, was in original[1].items():
         assert restored[1][table] == was, table
+    assert shown_after == shown  # every view returns the same rows
