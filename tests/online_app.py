@@ -177,6 +177,47 @@ def one_transaction(work: Callable[[], None], saved: Callable[[], Callable[[], N
     raise AssertionError("unreachable")
 
 
+class Unpaced(threading.Thread):
+    """An application thread running its transactions (:meth:`_one`) one after
+    the other with no pause, each once more on a snapshot refusal
+    (:func:`one_transaction`, :meth:`_saved` putting its bookkeeping back), until
+    stopped and :attr:`minimum` have committed; failures recorded by number
+    (it gives up after 20), the slowest transaction kept (the longest stall)."""
+
+    minimum = 100
+    caught: tuple[type[BaseException], ...] = (sa.exc.DBAPIError,)
+    """What a failed transaction raises (an application's own check, too)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.failures: list[str] = []
+        self.retried = 0
+        self.done = 0
+        self.longest = 0.0
+
+    def _one(self, n: int) -> None:
+        raise NotImplementedError
+
+    def _saved(self) -> Callable[[], None]:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.is_set() or self.done < self.minimum:
+            n += 1
+            started = time.monotonic()
+            try:
+                self.retried += one_transaction(partial(self._one, n), self._saved)
+                self.done += 1
+            except self.caught as error:
+                first = str(getattr(error, "orig", error)).splitlines()[0]
+                self.failures.append(f"{n}: {first}")
+                if len(self.failures) > 20:
+                    return
+            self.longest = max(self.longest, time.monotonic() - started)
+
+
 class Writer(threading.Thread):
     """The application: mixed writes, each its own transaction, all recorded."""
 

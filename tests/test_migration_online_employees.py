@@ -18,11 +18,8 @@ before the contract, the schema is the original's exactly.
 from __future__ import annotations
 
 import random
-import threading
-import time
 from collections.abc import Callable
 from datetime import date, timedelta
-from functools import partial
 from typing import Any
 
 import datasets
@@ -30,7 +27,7 @@ import pytest
 import requirements as requires
 import sqlalchemy as sa
 from dbsnapshot import schema
-from online_app import one_transaction
+from online_app import Unpaced
 from sqlalchemy.engine import Connection, Engine
 
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
@@ -88,22 +85,19 @@ def orphans(conn: Connection) -> int:
     )
 
 
-class HumanResources(threading.Thread):
+class HumanResources(Unpaced):
     """The application: each transaction of its own, keys only passed through
     (employees found by name, departments by name), no pause between them."""
 
+    minimum = 60
+    caught = (sa.exc.DBAPIError, AssertionError)  # its reads check what they read
+
     def __init__(self, engine: Engine) -> None:
-        super().__init__(daemon=True)
+        super().__init__()
         # Its own pool; on PostgreSQL without server-side prepared statements,
         # which the swap invalidates (docs/migration.md, the deploy sequence).
         prepared = {"prepare_threshold": None} if engine.dialect.name == "postgresql" else {}
         self.engine = sa.create_engine(engine.url, connect_args=prepared)
-        self.stop = threading.Event()
-        self.failures: list[str] = []
-        self.retried = 0
-        self.done = 0
-        self.longest = 0.0
-        """The slowest transaction, in seconds (the longest stall the migration caused)."""
         self.rng = random.Random(29)
         with engine.connect() as conn:
             self.people = people(conn)
@@ -193,19 +187,7 @@ class HumanResources(threading.Thread):
                     raise AssertionError(f"current department of {name}: {got}, not {wanted[0]}")
 
     def run(self) -> None:
-        n = 0
-        while not self.stop.is_set() or self.done < 60:
-            n += 1
-            started = time.monotonic()
-            try:
-                self.retried += one_transaction(partial(self._one, n), self._saved)
-                self.done += 1
-            except (sa.exc.DBAPIError, AssertionError) as error:
-                first = str(getattr(error, "orig", error)).splitlines()[0]
-                self.failures.append(f"{n}: {first}")
-                if len(self.failures) > 20:
-                    return
-            self.longest = max(self.longest, time.monotonic() - started)
+        super().run()
         self.engine.dispose()
 
 

@@ -16,16 +16,13 @@ given, and an undo must give the schema back exactly.
 from __future__ import annotations
 
 import random
-import threading
-import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from dbsnapshot import structure
-from online_app import key_types, migrate_online, one_transaction, quoted
+from online_app import Unpaced, key_types, migrate_online, quoted
 from sqlalchemy.engine import Engine
 
 from sqla_ids.errors import MigrationRefusedError
@@ -76,7 +73,7 @@ def _links(engine: Engine, pairs: bool = True) -> None:
         )
 
 
-class LinkWriter(threading.Thread):
+class LinkWriter(Unpaced):
     """The application: links added, moved to another shop and removed, details
     written, each in its own transaction, by shop name (keys pass through), with
     no pause between transactions; most lock a child first (a statement on it
@@ -85,13 +82,8 @@ class LinkWriter(threading.Thread):
     link tables)."""
 
     def __init__(self, engine: Engine) -> None:
-        super().__init__(daemon=True)
+        super().__init__()
         self.engine = engine
-        self.stop = threading.Event()
-        self.failures: list[str] = []
-        self.retried = 0
-        self.done = 0
-        self.longest = 0.0  # the slowest transaction, seconds (the longest stall)
         self.rng = random.Random(11)
         self.opened: list[str] = []  # shops of its own, not closed yet
         with engine.connect() as conn:
@@ -204,20 +196,6 @@ class LinkWriter(threading.Thread):
                         {"d": detail, "s": s},
                     )
                 self.details[s] = detail
-
-    def run(self) -> None:
-        n = 0
-        while not self.stop.is_set() or self.done < 100:
-            n += 1
-            started = time.monotonic()
-            try:
-                self.retried += one_transaction(partial(self._one, n), self._saved)
-                self.done += 1
-            except sa.exc.DBAPIError as error:
-                self.failures.append(f"{n}: {str(error.orig).splitlines()[0]}")
-                if len(self.failures) > 20:
-                    return
-            self.longest = max(self.longest, time.monotonic() - started)
 
 
 def _state(

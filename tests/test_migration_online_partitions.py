@@ -28,16 +28,13 @@ the schema back exactly -- every piece's name included.
 from __future__ import annotations
 
 import random
-import threading
-import time
 from collections.abc import Callable
 from datetime import date, timedelta
-from functools import partial
 
 import pytest
 import sqlalchemy as sa
 from dbsnapshot import structure
-from online_app import one_transaction
+from online_app import Unpaced
 from sqlalchemy.engine import Connection, Engine
 
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
@@ -155,20 +152,16 @@ def _schema(engine: Engine, layout: str) -> None:
         )
 
 
-class Payer(threading.Thread):
+class Payer(Unpaced):
     """The application, by customer name (keys pass through), with no pause
     between transactions: payments made, moved to another customer and
     refunded; customers of its own opened with a payment and closed."""
 
     def __init__(self, engine: Engine, layout: str) -> None:
-        super().__init__(daemon=True)
+        super().__init__()
         self.engine, self.cascade = engine, layout == "partitioned table"
         # Inheriting tables get their rows inserted into them, not their parent.
         self.into = _month if layout == "inheritance" else lambda paid: PAYMENT
-        self.stop = threading.Event()
-        self.failures: list[str] = []
-        self.done = 0
-        self.longest = 0.0
         self.rng = random.Random(29)
         self.opened: list[str] = []
         with engine.connect() as conn:
@@ -230,20 +223,6 @@ class Payer(threading.Thread):
                 refunded = self.rng.choice(sorted(self.payments))
                 conn.execute(sa.text(f"DELETE FROM {pay} WHERE payment_id = :p"), {"p": refunded})
                 del self.payments[refunded]
-
-    def run(self) -> None:
-        n = 0
-        while not self.stop.is_set() or self.done < 100:
-            n += 1
-            started = time.monotonic()
-            try:
-                one_transaction(partial(self._one, n), self._saved)
-                self.done += 1
-            except sa.exc.DBAPIError as error:
-                self.failures.append(f"{n}: {str(error.orig).splitlines()[0]}")
-                if len(self.failures) > 20:
-                    return
-            self.longest = max(self.longest, time.monotonic() - started)
 
 
 def _payments(conn: Connection) -> dict[int, str]:
