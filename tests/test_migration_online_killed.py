@@ -219,3 +219,36 @@ def _links_by_shop(conn: Connection) -> dict[tuple[str, str], str]:
     )
     assert count == len(rows) == len(found)
     return found
+
+
+def test_a_parent_deleted_while_its_mapping_row_stayed_does_not_fail_the_contract(
+    online_shop: Engine,
+) -> None:
+    """A parent deleted when no trigger watched (MariaDB's swap killed between two
+    of its statements, each committed): its children's new references were set
+    NULL by the foreign key, their old values still name it, and its mapping row
+    stayed. The contract's check read that as a lost reference (CI, a kill
+    mid-swap: "4 review.shop_id rows whose new value is not their parent's new
+    key"); a parent that is gone says nothing about its children."""
+    engine = online_shop
+    q = engine.dialect.identifier_preparer.quote
+    shop, mapping = quoted(engine), q("shop s_uuid7_map")
+    with engine.connect() as conn:
+        migrate_pk_to_uuid7(conn, "shop s", PkMigrationOptions(online=True), phase="swap")
+    with engine.begin() as conn:
+        old_key, new_key = conn.execute(
+            sa.text(f"SELECT id_old, id FROM {shop} WHERE name = 's7'")
+        ).one()
+        reviews = conn.execute(
+            sa.text("SELECT count(*) FROM review WHERE shop_id = :k"), {"k": new_key}
+        ).scalar_one()
+        assert reviews > 0
+        conn.execute(sa.text(f"DELETE FROM {shop} WHERE name = 's7'"))
+        # What the turned-round triggers would have removed, had they been there.
+        conn.execute(
+            sa.text(f"INSERT INTO {mapping} (old_key, new_key) VALUES (:o, :n)"),
+            {"o": old_key, "n": new_key},
+        )
+    with engine.connect() as conn:
+        migrate_pk_to_uuid7(conn, "shop s", PkMigrationOptions(online=True), phase="contract")
+        assert steps(conn)["shop s"] == "done"
