@@ -10,6 +10,17 @@ need it, with the reason -- unless ``SQLA_IDS_REQUIRE_DIALECTS=1`` (set by
 
 from __future__ import annotations
 
+import sys
+
+# PYTHONDONTWRITEBYTECODE (set on many CI images and containers) makes pytest
+# parse and rewrite the asserts of every test module again in every worker:
+# about 10 s of CPU per worker for ~280 modules, a sixth of the quick loop on
+# two cores. So the test run caches compiled modules (tests/__pycache__ and the
+# package's, ignored by git) whatever that setting says; it still applies
+# outside the test run. Set before the imports below, which bring sqla_ids.
+sys.dont_write_bytecode = False
+
+# ruff: noqa: E402 (the imports follow the setting above on purpose)
 import importlib
 import os
 import secrets
@@ -117,12 +128,29 @@ def _reaches(item: pytest.Item, server: str) -> bool:
     return callspec is not None and server in callspec.id
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if _reaches(item, "postgresql"):
             item.add_marker(pytest.mark.postgresql)
         if _reaches(item, "mariadb"):
             item.add_marker(pytest.mark.mariadb)
+        for marker in item.iter_markers("slow_on"):
+            if any(_reaches(item, server) for server in marker.args):
+                item.add_marker(pytest.mark.slow)
+
+
+# PyMySQL (2.2 and later) asked for nothing about TLS "prefers" it: each
+# connection builds a default SSL context, loading the system's CA certificates
+# (about 20 ms of CPU), even from a server without TLS such as the local one.
+# Over the quick loop's thousands of connections that was 17 s of CPU. The
+# tests' connections say "no TLS" unless their URL asks for TLS itself.
+@sa.event.listens_for(Engine, "do_connect")
+def _pymysql_without_unasked_tls(
+    dialect: sa.engine.Dialect, conn_rec: Any, cargs: Any, cparams: dict[str, Any]
+) -> None:
+    if dialect.driver == "pymysql" and not any(name.startswith("ssl") for name in cparams):
+        cparams["ssl_disabled"] = True
 
 
 @pytest.fixture(scope="session")

@@ -143,6 +143,7 @@ def _objects(conn: sa.Connection) -> dict[str, list[str]]:
     return found
 
 
+@pytest.mark.slow_on("mariadb")  # the quick loop cleans up on SQLite and PostgreSQL
 def test_clean_removes_what_the_demo_made_and_nothing_else(
     private_engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,6 +11,7 @@ are not allowed outside the package's lazy top-level table.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -72,11 +73,17 @@ SOURCES = sorted(PACKAGE.rglob("*.py"))
 MODULES = {_module_name(p) for p in SOURCES}
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """The module's syntax tree, parsed once per worker for all these checks."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 @pytest.mark.parametrize("path", [p for p in SOURCES if p != PACKAGE / "__init__.py"], ids=str)
 def test_imports_only_go_down(path: Path) -> None:
     module = _module_name(path)
     level = _layer(module)
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     upward = [
         f"line {line}: {name}" for line, name in _runtime_imports(tree) if _layer(name) > level
     ]
@@ -88,7 +95,7 @@ def _graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for path in SOURCES:
         module = _module_name(path)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         graph[module] = {name for _, name in _runtime_imports(tree) if name != module}
     return graph
 
@@ -153,7 +160,7 @@ def test_no_module_is_reached_through_a_string() -> None:
     for path in SOURCES:
         if path == PACKAGE / "__init__.py":  # the lazy table of top-level names
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if (
                 isinstance(node, ast.Call)
                 and ast.unparse(node.func).endswith("import_module")

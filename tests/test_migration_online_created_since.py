@@ -143,6 +143,7 @@ def test_created_between_phases_is_refused_by_name_then_the_migration_goes_on(
             assert "shop s" not in steps(conn)
 
 
+@pytest.mark.slow_on("mariadb")  # the quick loop runs the PostgreSQL case
 def test_created_on_the_uuid_columns_after_the_swap_stops_the_undo(online_shop: Engine) -> None:
     """After the swap the UUID columns hold the original names; the undo drops
     them: an index the application put on one since is named, not dropped."""
@@ -162,6 +163,7 @@ def test_created_on_the_uuid_columns_after_the_swap_stops_the_undo(online_shop: 
     assert "item_shop_label" in indexes
 
 
+@pytest.mark.slow_on("mariadb")  # the quick loop runs the PostgreSQL case
 def test_what_the_plan_recorded_is_carried_without_a_word(online_shop: Engine) -> None:
     """An index on a reference that existed at the plan is the migration's own
     business: no refusal at any phase."""

@@ -250,11 +250,13 @@ WAYS = ["undo after the swap", "contract", "undo before the swap"]
 @pytest.mark.parametrize(
     ("layout", "way"),
     [
-        *((layout, WAYS[0]) for layout in LAYOUTS),
+        # The quick loop: the first layout undone after the swap; CI: every one.
+        (LAYOUTS[0], WAYS[0]),
         *(
             pytest.param(layout, way, marks=pytest.mark.slow)
             for layout in LAYOUTS
-            for way in WAYS[1:]
+            for way in WAYS
+            if (layout, way) != (LAYOUTS[0], WAYS[0])
         ),
     ],
 )

@@ -171,6 +171,7 @@ def _undo(engine: Engine) -> None:
         conn.commit()
 
 
+@pytest.mark.slow_on("mariadb")  # quick loop: MariaDB with a writer is test_migration_online
 def test_backfill_keys_carry_the_rows_times_with_the_application_writing(
     timed_shop: Engine,
 ) -> None:

@@ -59,6 +59,7 @@ def _fingerprint(engine: Engine) -> list[str]:
         return structure(conn)
 
 
+@pytest.mark.slow_on("mariadb")  # quick loop: MariaDB with a writer is test_migration_online
 @pytest.mark.parametrize(
     "way", ["undo after the swap", pytest.param("contract", marks=pytest.mark.slow)]
 )

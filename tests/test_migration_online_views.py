@@ -253,6 +253,7 @@ class Reader(threading.Thread):
                 time.sleep(0.002)  # at an application's pace, as the writer
 
 
+@pytest.mark.slow_on("mariadb")  # quick loop: MariaDB with a writer is test_migration_online
 def test_views_are_recreated_online_with_the_application_writing(shop: Engine) -> None:
     """Every phase with the application writing and reading the views: the views
     read the UUID columns, return what their queries return, and are defined as
