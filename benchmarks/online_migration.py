@@ -47,7 +47,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
+from sqla_ids.migration import (
+    PkMigrationOptions,
+    migrate_pk_to_uuid7,
+    restore_pk_from_uuid7,
+    version_connect_args,
+)
 from sqla_ids.tools.report import format_table
 
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -305,20 +310,30 @@ def _writer(
     prefix: str,
     deleted: list[str],
     ready: Any,
+    own: bool = False,
 ) -> None:
     """Mixed writes, each its own transaction; records what each child must point at.
-    ``ready`` is set once the first one is done."""
+    ``ready`` is set once the first one is done.
+
+    ``own``: the second application (``--versions``: the new code, through
+    *after*) adds children to, moves children between and deletes only the
+    parents it made itself, so neither application deletes a parent under the
+    other's feet (a failure of theirs, not of the migration's); both update
+    the seed parents' notes."""
     engine = db.app_engine(url, prepared)
-    rng = random.Random(11)
+    rng = random.Random(17 if own else 11)
     shop_of = "SELECT id FROM parent WHERE name = :p"
     latencies: list[float] = []
     slow: list[tuple[float, float, str]] = []  # (wall-clock start, seconds, who)
     failures: list[str] = []
     child_parent: dict[str, str] = {}
     gone = set(deleted)  # the same application: it knows what it deleted before
+    made: list[str] = []  # own: the parents it made and has not deleted
     n = 0
 
     def live() -> str:
+        if own:
+            return rng.choice(made)
         while True:
             name = f"p{rng.randint(1, parents)}"
             if name not in gone:
@@ -328,7 +343,7 @@ def _writer(
         while not stop.is_set():
             n += 1
             tag = f"{prefix}{n}"
-            action = n % 6
+            action = n % 6 if made or not own else 0
             started = time.perf_counter()
             try:
                 with conn.begin():
@@ -341,6 +356,8 @@ def _writer(
                             {"p": tag, "l": tag},
                         )
                         child_parent[tag] = tag
+                        if own:
+                            made.append(tag)
                     elif action in (1, 2):
                         p = live()
                         conn.execute(
@@ -351,7 +368,9 @@ def _writer(
                         )
                         child_parent[tag] = p
                     elif action == 3:  # a child moves to another parent
-                        label = f"a{rng.randint(1, 1000)}"
+                        label = (
+                            rng.choice(list(child_parent)) if own else f"a{rng.randint(1, 1000)}"
+                        )
                         p = live()
                         if conn.execute(
                             sa.text(f"UPDATE child_a SET parent_id = ({shop_of}) WHERE label = :l"),
@@ -362,10 +381,13 @@ def _writer(
                         p = live()
                         conn.execute(sa.text("DELETE FROM parent WHERE name = :p"), {"p": p})
                         gone.add(p)
+                        if own:
+                            made.remove(p)
                     else:
+                        seed = f"p{rng.randint(1, parents)}"
                         conn.execute(
                             sa.text(f"UPDATE parent SET note = :n WHERE id = ({shop_of})"),
-                            {"p": live(), "n": f"n{n}"},
+                            {"p": seed if own else live(), "n": f"n{n}"},
                         )
             except sa.exc.DBAPIError as error:
                 failures.append(f"{n}: {str(error.orig).splitlines()[0]}")
@@ -435,13 +457,31 @@ def _under_load(
     prefix: str,
     deleted: list[str],
     step: Any,
+    second_url: str | None = None,
 ) -> tuple[float, dict[str, Any], dict[str, Any]]:
-    """``step()`` timed while a writer and a reader process run, from a second
-    after both made their first statement to a second after it; their records."""
+    """``step(start_second)`` timed while a writer and a reader process run, from a
+    second after both made their first statement to a second after it; their
+    records. ``second_url``: ``start_second()`` (called by the step when the
+    *after* version is complete) starts a second writer there, the new code;
+    its records are merged into the writer's."""
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
     folder = Path(tempfile.mkdtemp(prefix="sqla_ids_online_"))
-    writer_ready, reader_ready = ctx.Event(), ctx.Event()
+    writer_ready, reader_ready, second_ready = ctx.Event(), ctx.Event(), ctx.Event()
+    second = ctx.Process(
+        target=_writer,
+        args=(db, second_url, parents, stop, str(folder / "v.json"), prepared, f"v{prefix}"),
+        kwargs={"deleted": [], "ready": second_ready, "own": True},
+    )
+
+    def start_second() -> None:
+        if second_url is None:
+            return
+        second.start()
+        while not second_ready.wait(0.1):
+            if not second.is_alive():
+                raise SystemExit(f"the second writer stopped (exit {second.exitcode})")
+
     writer = ctx.Process(
         target=_writer,
         args=(
@@ -476,7 +516,7 @@ def _under_load(
         before = db.log_counters(conn)
     started = time.perf_counter()
     try:
-        step()
+        step(start_second)
     finally:
         seconds = time.perf_counter() - started
         migration_log.removeHandler(steps)
@@ -485,8 +525,18 @@ def _under_load(
         stop.set()
         writer.join()
         reader.join()
+        if second.is_alive():
+            second.join()
     w = json.loads((folder / "w.json").read_text())
     r = json.loads((folder / "r.json").read_text())
+    if (folder / "v.json").exists():
+        v = json.loads((folder / "v.json").read_text())
+        w["latencies"] += v["latencies"]
+        w["slow"] += v["slow"]
+        w["failures"] += [f"after: {failure}" for failure in v["failures"]]
+        w["child_parent"].update(v["child_parent"])
+        w["deleted"] = sorted({*w["deleted"], *v["deleted"]})
+        w["second"] = len(v["latencies"])
     shutil.rmtree(folder)
     w["steps"] = steps.steps
     with _connect(url) as conn:  # the application's writes included
@@ -564,6 +614,7 @@ def _summary(seconds: float, w: dict[str, Any], r: dict[str, Any], check: str) -
         "batch_ms": max((e - b for b, e, what in w["steps"] if what == "backfill"), default=0)
         * 1000,
         "failed": w["failures"] + r["failures"],
+        "second": w.get("second"),  # of the statements: the new code's, through *after*
         "check": check,
         **w["logs"],
     }
@@ -577,21 +628,42 @@ def _online(
     children: int,
     prepared: bool,
     options: PkMigrationOptions,
+    schema: str,
 ) -> dict[str, Any]:
+    """Up to the swap, then undone, each under load. With ``options.versions``
+    the application is two: the old code on *before* from the start, and from
+    the prepare's end (when *after* is complete, as its readiness check would
+    say) the new code on *after* -- a rolling deploy; the undo runs with the old
+    code only (a rollback)."""
+    first, second = url, None
+    if options.versions:
+        first, second = (
+            sa.make_url(url)
+            .update_query_dict(
+                version_connect_args(
+                    "postgresql+psycopg", version, schema, versions=options.versions
+                )
+            )
+            .render_as_string(hide_password=False)
+            for version in ("before", "after")
+        )
 
-    def up() -> None:
+    def up(start_second: Any) -> None:
         with engine.connect() as conn:
+            if options.versions:
+                migrate_pk_to_uuid7(conn, "parent", options, phase="prepare")
+                start_second()
             migrate_pk_to_uuid7(conn, "parent", options, phase="swap")
 
-    def down() -> None:
+    def down(start_second: Any) -> None:
         with engine.connect() as conn:
             restore_pk_from_uuid7(conn, "parent")
 
-    seconds, w, r = _under_load(db, url, parents, prepared, "w", [], up)
+    seconds, w, r = _under_load(db, first, parents, prepared, "w", [], up, second)
     expected = {f"a{n}": f"p{1 + (n * 7919) % parents}" for n in range(1, children + 1)}
     expected.update(w["child_parent"])
     result = {"up": _summary(seconds, w, r, _check(db, engine, expected, w["deleted"], up=True))}
-    seconds, w2, r2 = _under_load(db, url, parents, prepared, "d", w["deleted"], down)
+    seconds, w2, r2 = _under_load(db, first, parents, prepared, "d", w["deleted"], down)
     expected.update(w2["child_parent"])
     result["down"] = _summary(
         seconds, w2, r2, _check(db, engine, expected, w2["deleted"], up=False)
@@ -698,6 +770,11 @@ def _report(db: Database, args: argparse.Namespace, rounds: dict[str, list[Any]]
         + (f", nice_ratio {args.nice_ratio:g}" if args.nice_ratio else "")
         + (f", batch_pause {args.batch_pause:g} s" if args.batch_pause else "")
         + (f", metadata_lock_wait {args.metadata_lock_wait:g} s" if args.metadata_lock_wait else "")
+        + (
+            ", versions: the new code writing through *after* from the prepare on"
+            if args.versions
+            else ""
+        )
         + (f"; median of {n} rounds, modes interleaved" if n > 1 else "")
     )
 
@@ -727,7 +804,8 @@ def _report(db: Database, args: argparse.Namespace, rounds: dict[str, list[Any]]
     def stats(o: dict[str, Any]) -> list[str]:
         failed = f"{len(o['failed'])}" + (f": {o['failed'][:2]}" if o["failed"] else "")
         return [
-            f"{o['statements']:,} ({o['per_second']:.0f}/s, writes {o['writes_per_second']:.0f}/s)",
+            f"{o['statements']:,} ({o['per_second']:.0f}/s, writes {o['writes_per_second']:.0f}/s)"
+            + (f"; {o['second']:,} by the new code" if o.get("second") else ""),
             f"{o['max_ms']:.0f} ms"
             + (f" ({o['max_during'][0].split(': ', 1)[1]})" if o["max_during"] else ""),
             f"{o['p99_ms']:.1f} ms",
@@ -796,6 +874,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="PostgreSQL: let the application use psycopg's server-side prepared statements",
     )
+    parser.add_argument(
+        "--versions",
+        action="store_true",
+        help="PostgreSQL: serve two versions (PkMigrationOptions.versions) and add a second"
+        " writer, the new code on *after*, from the prepare's end (a rolling deploy)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.parents, args.children, args.batch_size = 2_000, 4_000, 500
@@ -826,7 +910,10 @@ def main(argv: list[str] | None = None) -> int:
                                 nice_ratio=args.nice_ratio,
                                 batch_pause=args.batch_pause,
                                 metadata_lock_wait=args.metadata_lock_wait,
+                                # The scratch schema's name: its own version schemas.
+                                versions=schema if args.versions else False,
                             ),
+                            schema,
                         )
                     )
                 elif way == "offline":

@@ -32,3 +32,24 @@ def test_online_benchmark_quick(server: str, request: pytest.FixtureRequest) -> 
     assert checked.count("OK (") == 2, checked  # after the migration and after the downgrade
     failed = next(line for line in lines if line.startswith("failed statements"))
     assert failed.split()[2:] == ["0", "0"], failed
+
+
+@pytest.mark.slow
+def test_online_benchmark_quick_with_two_application_versions(postgresql_url: URL) -> None:
+    """``--versions``: the old code on *before* throughout, the new code on *after*
+    from the prepare's end; both write, none fails, every child of either checked."""
+    base = postgresql_url.render_as_string(hide_password=False).split("?")[0]
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--online-only", "--versions", "--url", base],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    statements = next(line for line in lines if line.startswith("application statements"))
+    assert "by the new code" in statements, statements
+    checked = next(line for line in lines if line.startswith("relationships after it"))
+    assert checked.count("OK (") == 2, checked
+    failed = next(line for line in lines if line.startswith("failed statements"))
+    assert failed.split()[2:] == ["0", "0"], failed

@@ -1187,7 +1187,9 @@ class PostgreSQLOnline(OnlineStrategy):
             tasks += self._index(table, [column], name, unique)
         return tasks
 
-    def _prepare(self, plan: PkMigrationPlan, sides: Sides) -> list[Task]:
+    def _prepare(
+        self, plan: PkMigrationPlan, sides: Sides, before_foreign_keys: Sequence[Task] = ()
+    ) -> list[Task]:
         tasks = self._index(plan.table, [sides.key_new], object_name(plan, "key", 0), unique=True)
         tasks += self._not_null(plan.table, sides.key_new, object_name(plan, "nn", 0))
         for number, dep in rebuilt(plan):
@@ -1200,6 +1202,7 @@ class PostgreSQLOnline(OnlineStrategy):
                 tasks += self._not_null(
                     ref.table, sides.child_new(n, ref), object_name(plan, "nn", n)
                 )
+        tasks += before_foreign_keys
         for key in _moved(plan):
             tasks += self._foreign_key(plan, key, sides)
         return tasks
@@ -1372,11 +1375,16 @@ class PostgreSQLOnline(OnlineStrategy):
         # Children written before their parent since the swap (a deferred
         # foreign key) got no old value then: their parent is there now.
         walks = [Backfill(ChildReferences(plan, n, ref, up=False)) for n, ref in references(plan)]
+        # With versions, the old code (*before*) keeps looking rows up by the
+        # old key and children by their old values meanwhile: the versions'
+        # indexes on those go only once the undo's own are built, just before
+        # its foreign keys (see versions.unprepare_indexes). Dropped first, the
+        # old code's lookups scanned whole tables for the undo's duration (the
+        # full-size benchmark's rollback: p99 274 ms instead of 6 ms).
         return [
             Probe("downgrade check", unnumbered),
-            *versions.unprepare_indexes(plan),
             *walks,
-            *self._prepare(plan, Sides(plan, up=False)),
+            *self._prepare(plan, Sides(plan, up=False), versions.unprepare_indexes(plan)),
         ]
 
     def unswap(self, plan: PkMigrationPlan) -> list[Task]:

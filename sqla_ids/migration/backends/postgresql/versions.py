@@ -101,9 +101,8 @@ def _create_views(
     for table in _tables(plan):
         source, hidden = _renamed(plan, table, swapped)
         items = []
-        for column in _columns(connection, table):
-            if column in hidden:
-                continue
+        shown = [column for column in _columns(connection, table) if column not in hidden]
+        for column in shown:
             if column in source:
                 items.append(f"{_q(dialect, source[column])} AS {_q(dialect, column)}")
             else:
@@ -123,6 +122,19 @@ def _create_views(
                 Statement(
                     f"GRANT {privilege} ON {view} TO {_role(dialect, role)}"
                     + (" WITH GRANT OPTION" if grantable else "")
+                )
+            )
+        # Column grants (``GRANT UPDATE (note) ON item``) go to the view's column
+        # of that name: the one the base column *is* in this version (under
+        # *after*, ``shop_id`` shows the UUID reference, granted as the
+        # application's ``shop_id`` was). Built before the swap runs, so the
+        # base columns are still the ones the application was granted.
+        for column, role, privilege, grantable in _column_grants(connection, table, shown):
+            roles.add(role)
+            statements.append(
+                Statement(
+                    f"GRANT {privilege} ({_q(dialect, column)}) ON {view}"
+                    f" TO {_role(dialect, role)}" + (" WITH GRANT OPTION" if grantable else "")
                 )
             )
     statements += [
@@ -151,6 +163,27 @@ def _table_grants(connection: Connection, table: str) -> list[tuple[str, str, bo
                 " ORDER BY 1, 2"
             ),
             {"t": _q(connection.dialect, table)},
+        ).all()
+    ]
+
+
+def _column_grants(
+    connection: Connection, table: str, columns: list[str]
+) -> list[tuple[str, str, str, bool]]:
+    """``(column, grantee, privilege, grantable)`` of ``columns``' own privileges
+    (``pg_attribute.attacl``) that a view's column can have."""
+    return [
+        (str(column), str(grantee), str(privilege), bool(grantable))
+        for column, grantee, privilege, grantable in connection.execute(
+            sa.text(
+                "SELECT att.attname, CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+                " ELSE pg_get_userbyid(a.grantee) END, a.privilege_type, a.is_grantable"
+                " FROM pg_attribute att JOIN pg_class c ON c.oid = att.attrelid,"
+                " aclexplode(att.attacl) a WHERE att.attrelid = to_regclass(:t)"
+                " AND att.attname = ANY(:c) AND a.grantee <> c.relowner"
+                " AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE') ORDER BY 1, 2, 3"
+            ),
+            {"t": _q(connection.dialect, table), "c": columns},
         ).all()
     ]
 
@@ -221,10 +254,12 @@ def old_indexes(plan: PkMigrationPlan) -> list[tuple[str, str, str, bool]]:
 
 
 def unprepare_indexes(plan: PkMigrationPlan) -> list[Ddl]:
-    """Undoing the swap: the old columns' indexes go first (``CONCURRENTLY``, no
-    blocking lock), before the undo builds the old key's unique index and the
-    foreign keys over it -- which PostgreSQL would otherwise attach to the
-    unique index already there, and the undo could not drop it after."""
+    """Undoing the swap: the old columns' indexes go (``CONCURRENTLY``, no
+    blocking lock) once the undo has built its own over the same columns, and
+    before its foreign keys over the old key -- which PostgreSQL would
+    otherwise attach to the unique index there first, and the undo could not
+    drop it after. Not earlier: the old code keeps finding rows by old key and
+    children by old value through *before* while the undo runs."""
     return [
         Ddl(
             f"drop index {name}",
