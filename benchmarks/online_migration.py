@@ -311,6 +311,7 @@ def _writer(
     deleted: list[str],
     ready: Any,
     own: bool = False,
+    go: Any = None,
 ) -> None:
     """Mixed writes, each its own transaction; records what each child must point at.
     ``ready`` is set once the first one is done.
@@ -319,7 +320,8 @@ def _writer(
     *after*) adds children to, moves children between and deletes only the
     parents it made itself, so neither application deletes a parent under the
     other's feet (a failure of theirs, not of the migration's); both update
-    the seed parents' notes."""
+    the seed parents' notes. ``go``: started early (a process takes a second or
+    two to start), it writes once this is set."""
     engine = db.app_engine(url, prepared)
     rng = random.Random(17 if own else 11)
     shop_of = "SELECT id FROM parent WHERE name = :p"
@@ -339,6 +341,8 @@ def _writer(
             if name not in gone:
                 return name
 
+    while go is not None and not go.wait(0.05) and not stop.is_set():
+        pass
     with engine.connect() as conn:
         while not stop.is_set():
             n += 1
@@ -467,17 +471,19 @@ def _under_load(
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
     folder = Path(tempfile.mkdtemp(prefix="sqla_ids_online_"))
-    writer_ready, reader_ready, second_ready = ctx.Event(), ctx.Event(), ctx.Event()
+    writer_ready, reader_ready, second_ready, go = (ctx.Event() for _ in range(4))
     second = ctx.Process(
         target=_writer,
         args=(db, second_url, parents, stop, str(folder / "v.json"), prepared, f"v{prefix}"),
-        kwargs={"deleted": [], "ready": second_ready, "own": True},
+        kwargs={"deleted": [], "ready": second_ready, "own": True, "go": go},
     )
+    if second_url is not None:
+        second.start()  # now: its start-up is not the migration's time
 
     def start_second() -> None:
         if second_url is None:
             return
-        second.start()
+        go.set()
         while not second_ready.wait(0.1):
             if not second.is_alive():
                 raise SystemExit(f"the second writer stopped (exit {second.exitcode})")
@@ -525,7 +531,7 @@ def _under_load(
         stop.set()
         writer.join()
         reader.join()
-        if second.is_alive():
+        if second_url is not None:
             second.join()
     w = json.loads((folder / "w.json").read_text())
     r = json.loads((folder / "r.json").read_text())
