@@ -311,3 +311,37 @@ def test_a_partitioned_child_online_with_the_application_writing(
             {"c": CUSTOMER_ID},
         ).scalars()
         assert set(kinds) == {"uuid"}
+
+
+@pytest.mark.parametrize(
+    "layout", [LAYOUTS[0], *(pytest.param(x, marks=pytest.mark.slow) for x in LAYOUTS[1:])]
+)
+def test_two_versions_over_partitioned_children(
+    postgresql_private_engine: Engine, layout: str
+) -> None:
+    """``versions`` with the child partitioned (or inheriting): *before* keeps its
+    indexes on the old values through the swap and its undo -- built on each
+    partition, dropped likewise -- and the old code reads the months' payments
+    by old key through *before* after the swap."""
+    engine = postgresql_private_engine
+    _schema(engine, layout)
+    with engine.connect() as conn:
+        before = structure(conn)
+        schema = str(conn.exec_driver_sql("SELECT current_schema()").scalar_one())
+    prefix = f"{schema} v"
+    options = PkMigrationOptions(online=True, versions=prefix, batch_size=97)
+    with engine.connect() as conn:
+        migrate_pk_to_uuid7(conn, CUSTOMER, options, phase="swap")
+    with engine.connect() as conn:
+        conn.exec_driver_sql(
+            f"SET search_path = {_q(conn, prefix + '_before')}, {_q(conn, schema)}"
+        )
+        paid = conn.exec_driver_sql(
+            f"SELECT count(*) FROM {_q(conn, PAYMENT)} WHERE {_q(conn, CUSTOMER_ID)} = 7"
+        ).scalar_one()
+        assert paid == 15  # every 40th of 600 payments, old key 7
+        conn.rollback()
+    with engine.connect() as conn:
+        restore_pk_from_uuid7(conn, CUSTOMER)
+    with engine.connect() as conn:
+        assert structure(conn) == before

@@ -27,10 +27,13 @@ application version keeps one ``search_path`` for the whole migration.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
 from sqla_ids.migration.backends.base import Ddl, Mode
+from sqla_ids.migration.backends.postgresql import partitions
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.names import child_old, object_name, references
 from sqla_ids.migration.core.sql import Statement, literal_for
@@ -254,22 +257,33 @@ def old_indexes(plan: PkMigrationPlan) -> list[tuple[str, str, str, bool]]:
 
 
 def unprepare_indexes(plan: PkMigrationPlan) -> list[Ddl]:
-    """Undoing the swap: the old columns' indexes go (``CONCURRENTLY``, no
-    blocking lock) once the undo has built its own over the same columns, and
-    before its foreign keys over the old key -- which PostgreSQL would
-    otherwise attach to the unique index there first, and the undo could not
-    drop it after. Not earlier: the old code keeps finding rows by old key and
-    children by old value through *before* while the undo runs."""
-    return [
-        Ddl(
-            f"drop index {name}",
-            lambda c, name=name: [  # type: ignore[misc]
-                Statement(f"DROP INDEX CONCURRENTLY IF EXISTS {_q(c.dialect, name)}")
-            ],
-            Mode.AUTOCOMMIT,
-        )
-        for _, _, name, _ in old_indexes(plan)
-    ]
+    """Undoing the swap: the old columns' indexes go once the undo has built its
+    own over the same columns, and before its foreign keys over the old key --
+    which PostgreSQL would otherwise attach to the unique index there first,
+    and the undo could not drop it after. Not earlier: the old code keeps
+    finding rows by old key and children by old value through *before* while
+    the undo runs.
+
+    ``CONCURRENTLY`` (no blocking lock), except on a partitioned table, whose
+    index PostgreSQL drops only at once (``cannot drop partitioned index
+    concurrently``): there under the lock timeout, retried -- a catalog change
+    that reads no row.
+    """
+
+    def drop(table: str, name: str, partitioned: bool) -> Callable[[Connection], list[Statement]]:
+        def statements(connection: Connection) -> list[Statement]:
+            if partitions.is_partitioned(connection, table) != partitioned:
+                return []
+            how = "" if partitioned else " CONCURRENTLY"
+            return [Statement(f"DROP INDEX{how} IF EXISTS {_q(connection.dialect, name)}")]
+
+        return statements
+
+    tasks = []
+    for table, _, name, _ in old_indexes(plan):
+        tasks.append(Ddl(f"drop index {name}", drop(table, name, False), Mode.AUTOCOMMIT))
+        tasks.append(Ddl(f"drop index {name} (partitioned)", drop(table, name, True)))
+    return tasks
 
 
 def drop_all_views(dialect: Dialect, plan: PkMigrationPlan) -> list[Statement]:
