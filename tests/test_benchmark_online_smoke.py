@@ -15,19 +15,23 @@ from sqlalchemy.engine import URL
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "online_migration.py"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("server", requires.online.databases())
-def test_online_benchmark_quick(server: str, request: pytest.FixtureRequest) -> None:
-    url: URL = request.getfixturevalue(f"{server}_url")
+def _run(url: URL, *options: str) -> list[str]:
+    """The script's output lines, run ``--quick`` with ``options`` (it must succeed)."""
     base = url.render_as_string(hide_password=False).split("?")[0]  # it makes its own schema
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--url", base],
+        [sys.executable, str(SCRIPT), "--quick", *options, "--url", base],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
+    return result.stdout.splitlines()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", requires.online.databases())
+def test_online_benchmark_quick(server: str, request: pytest.FixtureRequest) -> None:
+    lines = _run(request.getfixturevalue(f"{server}_url"))
     checked = next(line for line in lines if line.startswith("relationships after it"))
     assert checked.count("OK (") == 2, checked  # after the migration and after the downgrade
     failed = next(line for line in lines if line.startswith("failed statements"))
@@ -38,15 +42,7 @@ def test_online_benchmark_quick(server: str, request: pytest.FixtureRequest) -> 
 def test_online_benchmark_quick_with_two_application_versions(postgresql_url: URL) -> None:
     """``--versions``: the old code on *before* throughout, the new code on *after*
     from the prepare's end; both write, none fails, every child of either checked."""
-    base = postgresql_url.render_as_string(hide_password=False).split("?")[0]
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--online-only", "--versions", "--url", base],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
+    lines = _run(postgresql_url, "--online-only", "--versions")
     statements = next(line for line in lines if line.startswith("application statements"))
     assert "by the new code" in statements, statements
     checked = next(line for line in lines if line.startswith("relationships after it"))

@@ -124,43 +124,41 @@ def _schemas(engine: Engine, prefix: str) -> set[str]:
         )
 
 
-def _public_grants(engine: Engine, schema: str) -> dict[str, list[str]]:
-    """What PUBLIC was granted on the views of ``schema``, and on the schema."""
+def _privileges(engine: Engine, sql: str, schema: str) -> dict[str, list[str]]:
+    """``sql``'s ``(object, privilege)`` rows (``:s``: ``schema``), grouped by object."""
     with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                "SELECT c.relname, a.privilege_type FROM pg_class c"
-                " JOIN pg_namespace n ON n.oid = c.relnamespace, aclexplode(c.relacl) a"
-                " WHERE n.nspname = :s AND a.grantee = 0"
-                " UNION ALL SELECT 'schema ' || n.nspname, a.privilege_type"
-                " FROM pg_namespace n, aclexplode(n.nspacl) a WHERE n.nspname = :s"
-                " AND a.grantee = 0 ORDER BY 1, 2"
-            ),
-            {"s": schema},
-        ).all()
+        rows = conn.execute(sa.text(sql), {"s": schema}).all()
     grants: dict[str, list[str]] = {}
     for name, privilege in rows:
         grants.setdefault(name, []).append(privilege)
     return grants
+
+
+def _public_grants(engine: Engine, schema: str) -> dict[str, list[str]]:
+    """What PUBLIC was granted on the views of ``schema``, and on the schema."""
+    return _privileges(
+        engine,
+        "SELECT c.relname, a.privilege_type FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace, aclexplode(c.relacl) a"
+        " WHERE n.nspname = :s AND a.grantee = 0"
+        " UNION ALL SELECT 'schema ' || n.nspname, a.privilege_type"
+        " FROM pg_namespace n, aclexplode(n.nspacl) a WHERE n.nspname = :s"
+        " AND a.grantee = 0 ORDER BY 1, 2",
+        schema,
+    )
 
 
 def _public_column_grants(engine: Engine, schema: str) -> dict[str, list[str]]:
     """What PUBLIC was granted on columns of ``schema``'s relations: ``table.column``
     -> privileges."""
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                "SELECT c.relname || '.' || att.attname, a.privilege_type FROM pg_attribute att"
-                " JOIN pg_class c ON c.oid = att.attrelid JOIN pg_namespace n"
-                " ON n.oid = c.relnamespace, aclexplode(att.attacl) a"
-                " WHERE n.nspname = :s AND a.grantee = 0 AND NOT att.attisdropped ORDER BY 1, 2"
-            ),
-            {"s": schema},
-        ).all()
-    grants: dict[str, list[str]] = {}
-    for name, privilege in rows:
-        grants.setdefault(name, []).append(privilege)
-    return grants
+    return _privileges(
+        engine,
+        "SELECT c.relname || '.' || att.attname, a.privilege_type FROM pg_attribute att"
+        " JOIN pg_class c ON c.oid = att.attrelid JOIN pg_namespace n"
+        " ON n.oid = c.relnamespace, aclexplode(att.attacl) a"
+        " WHERE n.nspname = :s AND a.grantee = 0 AND NOT att.attisdropped ORDER BY 1, 2",
+        schema,
+    )
 
 
 COLUMN_GRANTS = {
