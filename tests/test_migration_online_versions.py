@@ -764,3 +764,52 @@ def test_versions_option_values() -> None:
     assert version_connect_args("postgresql", "after", "a b") == {
         "options": '-c search_path="sqla_ids_after","a\\ b"'
     }
+
+
+class _Killed(BaseException):
+    """The process stopped here (not an error any code may catch)."""
+
+
+@pytest.mark.slow
+def test_the_undo_with_versions_killed_after_each_statement_then_run_again(
+    shop: tuple[Engine, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Undoing the swap with versions, stopped after each of its statements (the
+    versions' index drops among them, now late in the undo) and run again: the
+    schema and the rows are the original ones each time, *before* and *after*
+    gone, and *before* served the old key until the stop."""
+    from dbsnapshot import rows, structure
+
+    from sqla_ids.migration import online as online_module
+
+    engine, prefix = shop
+    with engine.connect() as conn:
+        original = structure(conn), rows(conn)
+    original_execute = online_module.execute
+    seen = {"n": 0, "stop": -1}
+
+    def execute(connection: Any, statements: Any) -> None:
+        for statement in statements:
+            if seen["n"] == seen["stop"]:
+                raise _Killed(statement.sql)
+            original_execute(connection, [statement])
+            seen["n"] += 1
+
+    monkeypatch.setattr(online_module, "execute", execute)
+    _migrate(engine, "swap", prefix)
+    seen["n"] = 0
+    with engine.connect() as conn:
+        restore_pk_from_uuid7(conn, PARENT)
+    total = seen["n"]
+    assert total > 10
+    for stop in range(total):
+        _migrate(engine, "swap", prefix)
+        seen.update(n=0, stop=stop)
+        with engine.connect() as conn, pytest.raises(_Killed):
+            restore_pk_from_uuid7(conn, PARENT)
+        seen.update(stop=-1)
+        with engine.connect() as conn:
+            restore_pk_from_uuid7(conn, PARENT)
+        with engine.connect() as conn:
+            assert (structure(conn), rows(conn)) == original, stop
+        assert _schemas(engine, prefix) == set() and _version_indexes(engine) == [], stop
