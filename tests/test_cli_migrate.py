@@ -30,6 +30,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
+from sqla_ids import UUID192Type
 from sqla_ids.cli import main
 from sqla_ids.migration.core.progress import ProgressSnapshot, logger
 
@@ -254,6 +255,31 @@ def test_plan_prints_the_preflight(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "REFUSED: SQLite" in capsys.readouterr().out
     assert main(["migrate", "plan", "--url", url, "nope"]) == 1
     assert "table 'nope' does not exist" in capsys.readouterr().out
+
+
+def test_uuid192_keys_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--target uuid192`` with a segment: ``plan`` shows the new type, ``run``
+    makes the keys, ``undo`` restores; options that disagree are a usage error."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'shop.db'}")
+    _tables(engine, 12)
+    url = str(engine.url)
+    uuid192 = ["--target", "uuid192", "--segment-sql", "id % 3"]
+    assert main(["migrate", "plan", "--url", url, "parent", *uuid192]) == 0
+    assert " BLOB" in capsys.readouterr().out
+    assert main(["migrate", "run", "--url", url, "parent", *uuid192]) == 0
+    t = sa.table("parent", sa.column("id", UUID192Type()), sa.column("id_old"))
+    with engine.connect() as conn:
+        made = conn.execute(sa.select(t.c.id, t.c.id_old).order_by(t.c.id)).all()
+    assert [old for _, old in made] == list(range(1, 13))
+    assert all(key.segment == old % 3 for key, old in made)
+    assert main(["migrate", "undo", "--url", url, "parent"]) == 0
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT id FROM parent").scalars().all() == list(range(1, 13))
+    capsys.readouterr()
+    assert main(["migrate", "run", "--url", url, "parent", "--segment-column", "x"]) == 2
+    assert "segment-column gives UUID192 keys their segment" in capsys.readouterr().err
 
 
 def test_bad_input_is_an_error_without_the_password(

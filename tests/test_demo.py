@@ -17,6 +17,7 @@ from sqla_ids.demo.tour import SAMPLE_KEY, SAMPLE_TWEAK, run_tour
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
 
+@pytest.mark.slow_on("mariadb")  # the quick loop tours SQLite and PostgreSQL
 def test_tour_on_each_dialect_twice(engine: Engine, capsys: pytest.CaptureFixture[str]) -> None:
     url = engine.url
     for run in (1, 2):

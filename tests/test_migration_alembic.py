@@ -19,6 +19,7 @@ from sqla_ids.alembic.rewriter import rewrite_pk_migrations
 from sqla_ids.cli import main
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.types.uuid7 import UUIDv7
+from sqla_ids.types.uuid192 import UUID192Type
 
 
 def _tables(metadata: sa.MetaData, p: str, key_type: sa.types.TypeEngine[object]) -> None:
@@ -49,8 +50,19 @@ def project(engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     return config
 
 
+@pytest.mark.parametrize(
+    "target",
+    [
+        "",
+        # (UUID192 keys through the operation: the MariaDB case with the slow tests)
+        pytest.param(
+            ', target="uuid192", segment_sql="id % 4"', marks=pytest.mark.slow_on("mariadb")
+        ),
+    ],
+    ids=["uuid7", "uuid192"],
+)
 def test_upgrade_and_downgrade_through_alembic(
-    engine: Engine, metadata: sa.MetaData, project: Config, tmp_path: Path
+    engine: Engine, metadata: sa.MetaData, project: Config, tmp_path: Path, target: str
 ) -> None:
     p = f"a{secrets.token_hex(2)}_"
     _tables(metadata, p, sa.Integer())
@@ -73,7 +85,7 @@ def test_upgrade_and_downgrade_through_alembic(
 
 
             def upgrade():
-                op.migrate_pk_to_uuid7("{p}orders", batch_size=16, seed="alembic")
+                op.migrate_pk_to_uuid7("{p}orders", batch_size=16, seed="alembic"{target})
 
 
             def downgrade():
@@ -103,15 +115,20 @@ def test_upgrade_and_downgrade_through_alembic(
     assert sorted(pairs) == [(i, i % 50 + 1) for i in range(1, 121)]
 
 
+@pytest.mark.parametrize(
+    ("key_type", "rendered"),
+    [(UUIDv7, ""), (UUID192Type, ", target='uuid192'")],
+    ids=["UUIDv7", "UUID192Type"],
+)
 def test_autogenerate_rewrites_key_change_into_the_operation(
-    sqlite_engine: Engine,
+    sqlite_engine: Engine, key_type: type[sa.types.TypeEngine[object]], rendered: str
 ) -> None:
     p = f"g{secrets.token_hex(2)}_"
     database = sa.MetaData()
     _tables(database, p, sa.Integer())
     database.create_all(sqlite_engine)
     model = sa.MetaData()
-    _tables(model, p, UUIDv7())
+    _tables(model, p, key_type())
     try:
         with sqlite_engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"compare_type": True})
@@ -122,7 +139,7 @@ def test_autogenerate_rewrites_key_change_into_the_operation(
             down = render_python_code(script.downgrade_ops)
     finally:
         database.drop_all(sqlite_engine)
-    assert f"op.migrate_pk_to_uuid7('{p}orders')" in code
+    assert f"op.migrate_pk_to_uuid7('{p}orders'{rendered})" in code
     assert "alter_column" not in code
     assert f"op.restore_pk_from_uuid7('{p}orders')" in down
     assert "alter_column" not in down

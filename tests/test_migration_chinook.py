@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from online_app import one_transaction, running
 from sqlalchemy.engine import URL, Engine
 
+from sqla_ids import UUID192Type
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
 
 pytestmark = pytest.mark.slow
@@ -192,6 +193,46 @@ def _snapshot(engine: Engine) -> dict[str, Any]:
 
 
 def test_every_key_migrates_and_comes_back(chinook: Engine) -> None:
+    _there_and_back(chinook, lambda table: {}, lambda kind: isinstance(kind, sa.Uuid | sa.CHAR))
+
+
+def test_every_key_migrates_to_uuid192_and_comes_back(chinook: Engine) -> None:
+    """Issue 31: the same with UUID192 keys -- a track's segment its length in
+    milliseconds (a column), an employee's none, the others a type tag (an
+    expression); every reference holds its parent's whole 24 bytes."""
+    d = _dialect(chinook)
+
+    def options(table: str) -> dict[str, Any]:
+        if table == "Track":
+            return {"target": "uuid192", "segment_column": _name(d, "Milliseconds")}
+        if table == "Employee":
+            return {"target": "uuid192"}
+        return {"target": "uuid192", "segment_sql": "7"}
+
+    track, key, ms = _name(d, "Track"), _name(d, "TrackId"), _name(d, "Milliseconds")
+    line = _name(d, "InvoiceLine")
+
+    def segments(conn: sa.Connection) -> None:
+        t = sa.table(track, sa.column(key, UUID192Type()), sa.column(ms))
+        made = conn.execute(sa.select(t.c[key], t.c[ms])).all()
+        assert len(made) == 3503 and all(k.segment == length for k, length in made)
+        sold = sa.table(line, sa.column(key, UUID192Type()))
+        keys = {k for k, _ in made}
+        assert set(conn.execute(sa.select(sold.c[key])).scalars()) <= keys
+
+    _there_and_back(chinook, options, lambda kind: kind.python_type is bytes, segments)
+
+
+def _there_and_back(
+    chinook: Engine,
+    options_of: Callable[[str], dict[str, Any]],
+    new_type: Callable[[Any], bool],
+    while_migrated: Callable[[sa.Connection], None] = lambda conn: None,
+) -> None:
+    """Every key migrated (``options_of(table)``: the options beyond the shared
+    ones), checked (``new_type(reflected type)``, ``while_migrated``), then
+    restored: the joins the same all along, the database exactly the original
+    at the end."""
     d = _dialect(chinook)
     original = _snapshot(chinook)
     joins_before = _joins(chinook)
@@ -199,7 +240,7 @@ def test_every_key_migrates_and_comes_back(chinook: Engine) -> None:
     with chinook.connect() as conn:
         for table in TABLES:
             t = _name(d, table)
-            options: dict[str, Any] = {"batch_size": 97, "seed": "chinook"}
+            options: dict[str, Any] = {"batch_size": 97, "seed": "chinook", **options_of(table)}
             if table == "Invoice":
                 options["timestamp_column"] = _name(d, "InvoiceDate")
             migrate_pk_to_uuid7(conn, t, **options)
@@ -209,7 +250,7 @@ def test_every_key_migrates_and_comes_back(chinook: Engine) -> None:
         for table in TABLES:
             t, key = _name(d, table), _name(d, f"{table}Id")
             column = {c["name"]: c for c in inspector.get_columns(t)}[key]
-            assert isinstance(column["type"], (sa.Uuid, sa.CHAR)), (t, column["type"])
+            assert new_type(column["type"]), (t, column["type"])
             assert inspector.get_pk_constraint(t)["constrained_columns"] == [key]
             # New keys sort exactly like the old ones.
             old = (
@@ -228,6 +269,7 @@ def test_every_key_migrates_and_comes_back(chinook: Engine) -> None:
         assert sorted(fk["referred_table"] for fk in fks) == sorted(
             [_name(d, "Playlist"), _name(d, "Track")]
         )
+        while_migrated(conn)
     assert _joins(chinook) == joins_before
     with chinook.connect() as conn:
         for table in reversed(TABLES):

@@ -7,6 +7,7 @@ a batch step and in the middle of the column swap.
 
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import sys
@@ -17,18 +18,20 @@ import requirements as requires
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from sqla_ids import UUID192Type
 from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7
 from sqla_ids.migration.core.phases import Reached
 from sqla_ids.migration.core.state import load
 
 # Runs the migration in a child process and kills it (SIGKILL) at a chosen point.
 CHILD = """
-import os, signal, sys
+import json, os, signal, sys
 import sqlalchemy as sa
 from sqla_ids.migration import migrate_pk_to_uuid7
 from sqla_ids.migration.core import progress, state
 
 url, table, point, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+target = dict(json.loads(sys.argv[5]))
 calls = 0
 
 def die_after(original):
@@ -52,7 +55,7 @@ else:
 
 engine = sa.create_engine(url)
 with engine.connect() as conn:
-    migrate_pk_to_uuid7(conn, table, batch_size=50, seed="crash")
+    migrate_pk_to_uuid7(conn, table, batch_size=50, seed="crash", **target)
     conn.commit()
 print("finished without being killed")
 """
@@ -98,10 +101,21 @@ def _columns(engine: Engine, table: str) -> set[str]:
     return {c["name"] for c in sa.inspect(engine).get_columns(table)}
 
 
-def _crash(engine: Engine, p: str, point: str, count: int) -> None:
+def _crash(
+    engine: Engine, p: str, point: str, count: int, target: dict[str, str] | None = None
+) -> None:
     url = engine.url.render_as_string(hide_password=False)
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, url, f"{p}parent", point, str(count)],
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            url,
+            f"{p}parent",
+            point,
+            str(count),
+            json.dumps(target or {}),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -116,15 +130,22 @@ POINTS = {"mapping": {"sqlite": 5, "postgresql": 5, "mysql": 5},
           "fill": {"sqlite": 14, "postgresql": 14, "mysql": 20}}  # fmt: skip
 
 
+#: The key types a run is killed making (the UUID192 keys' segment from an expression).
+TARGETS = {"uuid7": {}, "uuid192": {"target": "uuid192", "segment_sql": "id % 5"}}
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("target", sorted(TARGETS))
 @pytest.mark.parametrize("point", sorted(POINTS))
-def test_killed_mid_batch_then_finished(engine: Engine, metadata: sa.MetaData, point: str) -> None:
+def test_killed_mid_batch_then_finished(
+    engine: Engine, metadata: sa.MetaData, point: str, target: str
+) -> None:
     count = POINTS[point][engine.dialect.name]
     point = "batch"
     p = f"k{secrets.token_hex(2)}_"
     _setup(engine, metadata, p)
     before = _relations(engine, p)
-    _crash(engine, p, point, count)
+    _crash(engine, p, point, count, TARGETS[target])
     with engine.connect() as conn:
         recorded = load(conn, f"{p}parent")
         conn.rollback()
@@ -137,10 +158,16 @@ def test_killed_mid_batch_then_finished(engine: Engine, metadata: sa.MetaData, p
         )  # resumable state kept
     assert _relations(engine, p) == before
     with engine.connect() as conn:
-        migrate_pk_to_uuid7(conn, f"{p}parent", batch_size=50, seed="crash")
+        migrate_pk_to_uuid7(conn, f"{p}parent", batch_size=50, seed="crash", **TARGETS[target])
         conn.commit()
     assert _relations(engine, p) == before
     assert _columns(engine, f"{p}child") == {"id", "parent_id", "label"}
+    if target == "uuid192":  # each key's segment is its row's, the mapping continued
+        t = sa.table(f"{p}parent", sa.column("id", UUID192Type()), sa.column("id_old"))
+        with engine.connect() as conn:
+            made = conn.execute(sa.select(t.c.id, t.c.id_old).order_by(t.c.id)).all()
+        assert [old for _, old in made] == list(range(1, 601))
+        assert all(key.segment == old % 5 for key, old in made)
     with engine.connect() as conn:
         restore_pk_from_uuid7(conn, f"{p}parent")
         conn.commit()

@@ -91,7 +91,15 @@ def test_what_it_cannot_do_is_refused_before_anything_changes(
         assert columns == ["id", "v"]
 
 
-@pytest.mark.parametrize("where", ["parent", "child not null", "child nullable"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "parent",
+        "child not null",
+        # (the migration that goes through: with the slow tests)
+        pytest.param("child nullable", marks=pytest.mark.slow),
+    ],
+)
 def test_a_spatial_index_where_the_online_mode_rebuilds_is_refused(
     mariadb_private_engine: Engine, where: str
 ) -> None:
@@ -654,7 +662,11 @@ def test_the_swap_takes_no_innodb_lock_on_tables_its_cascades_reach(
         assert steps(conn)["region"] == "online:swapped"
 
 
-@pytest.mark.parametrize("isolation", ["REPEATABLE READ", "READ COMMITTED"])
+@pytest.mark.parametrize(
+    "isolation",
+    # READ COMMITTED (reads at once) with the slow tests
+    ["REPEATABLE READ", pytest.param("READ COMMITTED", marks=pytest.mark.slow)],
+)
 def test_a_snapshot_older_than_a_rebuild_is_refused_and_retried(
     mdb: Engine, isolation: str
 ) -> None:

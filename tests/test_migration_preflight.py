@@ -229,6 +229,17 @@ def test_offline_preflight_statements_are_the_ones_run(private_engine: Engine) -
         assert any("ENABLE TRIGGER" in s for s in statements)
 
 
+def test_uuid192_preflight_statements_are_the_ones_run(private_engine: Engine) -> None:
+    """The same with UUID192 keys: the preflight shows their type and the mapping."""
+    _schema(private_engine, view=True)
+    report = _run_and_compare(
+        private_engine, "offline", recreate_views=True, target="uuid192", segment_sql="7"
+    )
+    binary = {"postgresql": "BYTEA", "mysql": "VARBINARY(24)", "sqlite": "BLOB"}
+    wanted = binary[private_engine.dialect.name]
+    assert any(wanted in s.sql for s in report.tables[0].statements)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("text_key", [False, True], ids=["integer key", "text key"])
 @pytest.mark.parametrize("database", ["postgresql", "mariadb"])

@@ -103,6 +103,14 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lock-timeout", type=float, help="online: seconds to wait for a lock")
     parser.add_argument("--timestamp-column", help="column giving the new keys' timestamps")
     parser.add_argument(
+        "--target",
+        # (PkMigrationOptions.TARGETS: the migration package is imported only to run)
+        choices=("uuid7", "uuid192"),
+        help="the new key type: uuid7 (default) or uuid192 (UUIDv7 + 64-bit segment; offline)",
+    )
+    parser.add_argument("--segment-column", help="uuid192: integer column giving each segment")
+    parser.add_argument("--segment-sql", help="uuid192: SQL expression giving each segment")
+    parser.add_argument(
         "--extra-reference",
         nargs=2,
         action="append",
@@ -132,6 +140,9 @@ def _options(args: argparse.Namespace) -> PkMigrationOptions:
         "batch_pause": args.batch_pause,
         "lock_timeout": args.lock_timeout,
         "timestamp_column": args.timestamp_column,
+        "target": args.target,
+        "segment_column": args.segment_column,
+        "segment_sql": args.segment_sql,
         "extra_references": [tuple(pair) for pair in args.extra_reference],
         "acknowledged_routines": args.acknowledge,
         "recreate_views": args.recreate_views,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -29,6 +30,7 @@ from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.backends import backend_for
 from sqla_ids.migration.backends.base import MigrationBackend
 from sqla_ids.migration.core import analysis
+from sqla_ids.migration.core.mapping import segment_sql
 from sqla_ids.migration.core.model import (
     DEFAULT_OLD_SUFFIX,
     MAPPING_SUFFIX,
@@ -253,6 +255,8 @@ def _check_names(ctx: _Planning) -> None:
         ctx.blockers.add(f"timestamp column {ctx.table}.{opts.timestamp_column} does not exist")
     elif opts.timestamp_column is not None:
         _check_timestamp_column(ctx, opts.timestamp_column)
+    if opts.target == "uuid192":
+        _check_segment(ctx)
     created = [("column", ctx.old_column), ("table", ctx.mapping_table)]
     for t, cols in sorted(ctx.affected.items()):
         t_columns = set(ctx.backend.reflect.columns(ctx.connection, ctx.inspector, t))
@@ -308,6 +312,64 @@ def _check_timestamp_column(ctx: _Planning, column: str) -> None:
         ctx.blockers.add(
             f"timestamp column {ctx.table}.{column} holds {beyond} value(s) after the year"
             " 9999, where the keys' times stop"
+        )
+
+
+#: The largest UUID192 segment (64 bits, unsigned), as SQL: a constant, written
+#: out because SQLite cannot bind an integer this large.
+_SEGMENT_MAX: sa.ColumnElement[Any] = sa.literal_column(str(2**64 - 1))
+
+
+def _check_segment(ctx: _Planning) -> None:
+    """A UUID192 segment comes from an integer column or an expression whose every
+    value is a whole number from 0 to 2**64-1 (the rows named otherwise)."""
+    opts = ctx.options
+    column = opts.segment_column
+    if column is not None:
+        if column not in ctx.columns:
+            ctx.blockers.add(f"segment column {ctx.table}.{column} does not exist")
+            return
+        kind = ctx.columns[column]["type"]
+        if not isinstance(kind, sa.Integer):
+            ctx.blockers.add(
+                f"segment column {ctx.table}.{column} has type {kind}; a UUID192 segment"
+                " comes from an integer column (or segment_sql=)"
+            )
+            return
+    what = f"segment column {ctx.table}.{column}" if column else f"segment_sql {opts.segment_sql!r}"
+    sql = segment_sql(ctx.connection, opts)
+    if sql is None:
+        return
+    value: sa.ColumnElement[Any] = sa.literal_column(sql)
+    t = sa.table(ctx.table, sa.column(ctx.column))
+    wrong = sa.or_(value.is_(None), value < 0, value > _SEGMENT_MAX)
+    # In a savepoint: an expression that fails must not abort the caller's
+    # transaction (PostgreSQL refuses every statement after an error) -- unless
+    # there is none to abort (Alembic's autocommit block on MariaDB, where a
+    # savepoint would not outlive its own statement).
+    autocommit = ctx.connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+    guard = nullcontext() if autocommit else ctx.connection.begin_nested()
+    try:
+        with guard:
+            found = ctx.connection.execute(
+                sa.select(sa.func.count()).select_from(t).where(wrong)
+            ).scalar_one()
+            first = (
+                ctx.connection.execute(
+                    sa.select(t.c[ctx.column]).where(wrong).order_by(t.c[ctx.column]).limit(5)
+                )
+                .scalars()
+                .all()
+            )
+    except sa.exc.DBAPIError as error:
+        reason = str(error.orig).strip().splitlines()[0]
+        ctx.blockers.add(f"{what} cannot be read on {ctx.table}: {reason}")
+        return
+    if found:
+        ctx.blockers.add(
+            f"{what} is NULL or outside 0..2**64-1 in {found} row(s) of {ctx.table} (first"
+            f" {ctx.column} {', '.join(map(str, first))}); a UUID192 segment is a 64-bit"
+            " unsigned number"
         )
 
 
@@ -508,6 +570,10 @@ def _assemble(ctx: _Planning) -> PkMigrationPlan:
     plan.default = reflect.key_default(connection, plan)
     if isinstance(opts.server_default, str):
         plan.new_default = NewKeyDefault("expression", sql=opts.server_default)
+    elif opts.server_default and opts.target == "uuid192":
+        plan.new_default = NewKeyDefault(
+            "none", reason="UUID192 keys: the application makes them, with their segment"
+        )
     elif opts.server_default:
         plan.new_default = reflect.uuid7_key_default(connection, plan)
     else:

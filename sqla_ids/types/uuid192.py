@@ -9,6 +9,7 @@ joins.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
@@ -60,11 +61,22 @@ class UUID192Type(sa.types.TypeDecorator[UUID192]):
         return None if value is None else UUID192.from_bytes(bytes(value))
 
     class comparator_factory(sa.types.TypeDecorator.Comparator[UUID192]):
-        """Adds ``.uuid()`` to UUID192 columns."""
+        """Adds ``.uuid()`` and ``.has_uuid()`` to UUID192 columns."""
 
         def uuid(self) -> ColumnElement[Any]:
             """SQL expression of the leading 128-bit UUID (see :func:`uuid192_uuid`)."""
             return uuid192_uuid(self.expr)
+
+        def has_uuid(self, value: UUID | str) -> ColumnElement[bool]:
+            """The values whose leading UUID is ``value``, whatever their segment.
+
+            A range of the stored bytes -- from the UUID alone (no segment sorts
+            first) to the UUID with the largest segment -- so the column's own
+            index (a primary key's) finds them, where comparing
+            :meth:`uuid` would read every row without an expression index.
+            """
+            leading = value if isinstance(value, UUID) else UUID(value)
+            return self.expr.between(UUID192(leading), UUID192(leading, 2**64 - 1))
 
 
 class _UUID192Leading(ColumnElement[Any]):

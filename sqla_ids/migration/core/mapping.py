@@ -38,8 +38,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import UserDefinedType
 
+from sqla_ids.identifiers import UUID192
 from sqla_ids.identifiers.layout import Layout
 from sqla_ids.migration.core.model import PkMigrationPlan
+from sqla_ids.migration.core.options import PkMigrationOptions
 from sqla_ids.migration.core.progress import Progress
 from sqla_ids.migration.core.reflected import create_table, inspect
 
@@ -65,13 +67,36 @@ def uuid_type() -> sa.types.TypeEngine[Any]:
     return UUIDv7()
 
 
+def new_key_type(plan: PkMigrationPlan) -> sa.types.TypeEngine[Any]:
+    """The type of the plan's new key and reference columns: :func:`uuid_type`, or
+    the plugin's ``UUID192Type`` for ``target="uuid192"``."""
+    if not plan.uuid192:
+        return uuid_type()
+    from sqla_ids.types.uuid192 import UUID192Type
+
+    return UUID192Type()
+
+
+def new_type_sql(connection: Connection, plan: PkMigrationPlan) -> str:
+    """:func:`new_key_type` as this database's column type SQL."""
+    return str(new_key_type(plan).compile(dialect=connection.dialect))
+
+
+def segment_sql(connection: Connection, options: PkMigrationOptions) -> str | None:
+    """SQL of a parent row's UUID192 segment (its ``segment_column`` quoted, or
+    the author's ``segment_sql``), ``None`` without one."""
+    if options.segment_column is not None:
+        return connection.dialect.identifier_preparer.quote(options.segment_column)
+    return None if options.segment_sql is None else f"({options.segment_sql})"
+
+
 def mapping_table(plan: PkMigrationPlan) -> sa.Table:
-    """The mapping table: old key (primary key) and its new UUID (unique)."""
+    """The mapping table: old key (primary key) and its new key (unique)."""
     return sa.Table(
         plan.mapping_table,
         sa.MetaData(),
         sa.Column("old_key", RawType(plan.key_type_sql), primary_key=True, autoincrement=False),
-        sa.Column("new_key", uuid_type(), nullable=False, unique=True),
+        sa.Column("new_key", new_key_type(plan), nullable=False, unique=True),
     )
 
 
@@ -114,9 +139,10 @@ def new_key(number: int, seed: str, ordinal: int | str) -> UUID:
     return UUID(int=Layout.DEFAULT.compose(number >> COUNTER_BITS, counter, random))
 
 
-def key_number(key: UUID) -> int:
-    """``ms << 18 | counter`` of a new key: where the next key continues from."""
-    value = key.int
+def key_number(key: UUID | UUID192) -> int:
+    """``ms << 18 | counter`` of a new key (a UUID192's leading UUIDv7): where the
+    next key continues from."""
+    value = (key.uuid if isinstance(key, UUID192) else key).int
     return ((value >> 80) << COUNTER_BITS) | Layout.DEFAULT.counter_of(value)
 
 
@@ -193,10 +219,10 @@ def fill_mapping(connection: Connection, plan: PkMigrationPlan) -> None:
         batch = list(islice(rows, plan.batch_size))
         if not batch:
             return
-        numbers = key_numbers((time_point(when) for _, when in batch), prev)
+        numbers = key_numbers((time_point(when) for _, when, _ in batch), prev)
         values = [
-            {"old_key": old, "new_key": new_key(number, plan.seed, done + n)}
-            for n, ((old, _), number) in enumerate(zip(batch, numbers, strict=True))
+            {"old_key": old, "new_key": _made(plan, new_key(number, plan.seed, done + n), segment)}
+            for n, ((old, _, segment), number) in enumerate(zip(batch, numbers, strict=True))
         ]
         connection.execute(sa.insert(table), values)
         prev = key_number(values[-1]["new_key"])
@@ -204,18 +230,27 @@ def fill_mapping(connection: Connection, plan: PkMigrationPlan) -> None:
         progress.advance(len(values))
 
 
+def _made(plan: PkMigrationPlan, key: UUID, segment: int | None) -> UUID | UUID192:
+    """The new key as the plan's target stores it: the UUIDv7, or the UUID192 of
+    that UUIDv7 and the row's segment."""
+    return UUID192(key, None if segment is None else int(segment)) if plan.uuid192 else key
+
+
 def _parent_rows(
     connection: Connection, plan: PkMigrationPlan, after: Any
-) -> Iterator[tuple[Any, Any]]:
-    """``(key, timestamp)`` of every parent row after ``after`` in key order, read
-    in keyset batches (the timestamp: the plan's time without a timestamp column)."""
+) -> Iterator[tuple[Any, Any, Any]]:
+    """``(key, timestamp, segment)`` of every parent row after ``after`` in key
+    order, read in keyset batches (the timestamp: the plan's time without a
+    timestamp column; the segment: ``None`` without one)."""
     columns = {c["name"]: c for c in inspect(connection).get_columns(plan.table)}
     key: sa.ColumnClause[Any] = sa.column(plan.column)
-    ts: sa.ColumnClause[Any] | None = None
+    ts: sa.ColumnElement[Any] = sa.literal_column(str(plan.base_time_ms))
     if plan.timestamp_column:
         ts = sa.column(plan.timestamp_column, columns[plan.timestamp_column]["type"])
-    selected = [key] if ts is None else [key, ts]
-    table = sa.table(plan.table, *selected)
+    segment = segment_sql(connection, plan.options)
+    # (The segment's SQL is a quoted column, or the author's expression.)
+    selected = [key, ts, sa.literal_column(segment or "NULL")]
+    table = sa.table(plan.table, key)
     while True:
         query = sa.select(*selected).select_from(table).order_by(key).limit(plan.batch_size)
         if after is not None:
@@ -224,7 +259,7 @@ def _parent_rows(
         if not batch:
             return
         for row in batch:
-            yield row[0], (plan.base_time_ms if ts is None else row[1])
+            yield row[0], row[1], row[2]
         after = batch[-1][0]
 
 

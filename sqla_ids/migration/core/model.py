@@ -259,6 +259,11 @@ class PkMigrationPlan:
         return self.options.timestamp_column
 
     @property
+    def uuid192(self) -> bool:
+        """The keys become ``UUID192Type`` values (``target="uuid192"``), not UUIDv7s."""
+        return self.options.target == "uuid192"
+
+    @property
     def batch_size(self) -> int:
         """Rows per batch (online: the most a batch takes)."""
         return self.options.batch_size

@@ -90,6 +90,20 @@ class PkMigrationOptions:
     ``True`` names the schemas ``sqla_ids_after``/``sqla_ids_before``; a
     string is the prefix instead (``"shop"``: ``shop_after``/``shop_before``),
     for several applications in one database.
+
+    Target (docs/migration.md, "UUID192 keys"; offline only):
+    ``target``: ``"uuid7"`` (default) makes the key and every reference a
+    UUIDv7; ``"uuid192"`` makes them the 192-bit key of
+    :class:`~sqla_ids.UUID192Type`: the same UUIDv7 (same order, same old-key
+    mapping) in the leading 128 bits, then the row's 64-bit segment. A
+    reference takes its parent's whole key.
+    ``segment_column``: the migrated table's integer column whose value
+    (0 to 2**64-1, never ``NULL``) is each key's segment -- a shard, a tenant,
+    a type tag.
+    ``segment_sql``: an SQL expression over the migrated table's columns
+    giving the segment instead (``"tenant_id * 16 + 3"``, or a constant
+    ``"7"``); it is SQL written by the migration's author, like a string
+    ``server_default``. With neither, the keys have no segment (16 bytes).
     """
 
     timestamp_column: str | None = None
@@ -111,6 +125,9 @@ class PkMigrationOptions:
     swap_attempts: int = 20
     metadata_lock_wait: float = 0.0
     versions: bool | str = False
+    target: str = "uuid7"
+    segment_column: str | None = None
+    segment_sql: str | None = None
 
     def __post_init__(self) -> None:
         # Lists are accepted (they read naturally in a migration script) and
@@ -155,10 +172,33 @@ class PkMigrationOptions:
                 "versions must be True (schemas sqla_ids_after/sqla_ids_before), False, or"
                 f" a prefix of at most 56 characters for the schemas' names; got {versions!r}"
             )
-        for name in ("timestamp_column", "old_column", "mapping_table"):
+        self._check_target()
+        for name in ("timestamp_column", "old_column", "mapping_table", "segment_column"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{name} must be a non-empty name, got {value!r}")
+
+    def _check_target(self) -> None:
+        """``target`` and its segment options agree (see the class docstring)."""
+        if self.target not in TARGETS:
+            raise ValueError(
+                f"target must be one of {', '.join(map(repr, TARGETS))}, got {self.target!r}"
+            )
+        segment = self.segment_sql
+        if segment is not None and (not isinstance(segment, str) or not segment.strip()):
+            raise ValueError(f"segment_sql must be a non-empty SQL expression, got {segment!r}")
+        named = [n for n in ("segment_column", "segment_sql") if getattr(self, n) is not None]
+        if named and self.target != "uuid192":
+            raise ValueError(
+                f"{named[0]} gives UUID192 keys their segment: it needs target='uuid192'"
+            )
+        if len(named) == 2:
+            raise ValueError("give the segment by segment_column or by segment_sql, not both")
+        if self.target == "uuid192" and self.online:
+            raise ValueError(
+                "the online mode migrates keys to UUIDv7 only: migrate to UUID192 offline"
+                " (online=False), or online to UUIDv7"
+            )
 
     def resumed_with(self, current: PkMigrationOptions) -> tuple[PkMigrationOptions, list[str]]:
         """These (recorded) options with ``current``'s :data:`KNOBS`, for a resumed
@@ -207,6 +247,9 @@ class PkMigrationOptions:
         """Rebuild options saved by :meth:`to_dict`."""
         return cls(**dict(data))
 
+
+#: The key types a migration can make (``target=``).
+TARGETS: tuple[str, ...] = ("uuid7", "uuid192")
 
 #: The options that only pace a run (batch sizes, pauses, lock waits): a resumed
 #: migration takes them from the run resuming it; the others shape the plan.

@@ -4,8 +4,8 @@ DDL commits implicitly here, so the migration is resumable instead of
 atomic: every step is recorded in the state table once done, and each table's
 swap is a single ``ALTER TABLE`` (atomic on InnoDB) whose effect is detected
 on a re-run by the disappearance of its temporary column. FK drops and adds
-use MariaDB's ``IF [NOT] EXISTS``. The UUID columns of parent and children
-get the same type, as InnoDB rejects FKs between differing types (errno 150).
+use MariaDB's ``IF [NOT] EXISTS``. The UUID (or UUID192) columns of parent and
+children get the same type, as InnoDB rejects FKs between differing types (errno 150).
 
 The mapping is computed by the server (:func:`mapping_insert_sql`; with a
 timestamp column, in Python: :meth:`Swap.fill_mapping`), a batch per
@@ -47,11 +47,10 @@ from sqla_ids.migration.backends.mysql.reflect import (
     key_name,
     preserved_columns,
     primary_key,
-    uuid_type_sql,
 )
 from sqla_ids.migration.core import mapping, sizing, state
 from sqla_ids.migration.core.fill import Fill, fill
-from sqla_ids.migration.core.mapping import fill_mapping_in_sql
+from sqla_ids.migration.core.mapping import fill_mapping_in_sql, new_type_sql, segment_sql
 from sqla_ids.migration.core.model import (
     OLD_COLUMN_COMMENT,
     ColumnDefinition,
@@ -122,7 +121,7 @@ class Swap(Strategy):
 
     def _upgrade(self, connection: Connection, plan: PkMigrationPlan, resumed: Recorded) -> Proven:
         if resumed.phase is not Reached.SWAPPING:
-            uuid_sql = uuid_type_sql(connection)
+            uuid_sql = new_type_sql(connection, plan)
             fills = [self._add_temp(connection, plan, t, c, uuid_sql) for t, c in plan.targets()]
             fill(connection, plan, fills, "old_key", "new_key")
             resumed = Recorded(Reached.SWAPPING)
@@ -343,7 +342,7 @@ def _table_alter(
 def upgrade_steps(connection: Connection, plan: PkMigrationPlan) -> list[Step]:
     """Per-table swap statements, each paired with the temp column it removes."""
     q = connection.dialect.identifier_preparer.quote
-    uuid_sql = uuid_type_sql(connection)
+    uuid_sql = new_type_sql(connection, plan)
     drops, adds = _fk_statements(connection, plan)
     steps = [Step("", None, v.drop_sql) for v in reversed(plan.views)]
     steps += [Step("", None, s) for s in drops]
@@ -450,10 +449,16 @@ def mapping_insert_sql(connection: Connection, plan: PkMigrationPlan, bounded: b
     k = q(plan.column)
     low = f"{k} > :after AND " if bounded else ""
     key = key_sql("(v >> 18)", "(v & 262143)", ":ordinal + r - 1")
+    segment = segment_sql(connection, plan.options)
+    if plan.uuid192:
+        # The UUID's 16 bytes, then the segment's 8, big-endian.
+        key = f"UNHEX(CONCAT({key}, LPAD(HEX(s), 16, '0')))" if segment else f"UNHEX({key})"
+    s_col = ", s" if segment is not None else ""
+    s_sql = f", {segment} AS s" if segment is not None else ""
     return (
         f"INSERT INTO {q(plan.mapping_table)} (old_key, new_key)"
-        f" SELECT k, {key} FROM (SELECT k, r, CAST(:start AS SIGNED) + r AS v FROM"
-        f" (SELECT {k} AS k, ROW_NUMBER() OVER (ORDER BY {k}) AS r"
+        f" SELECT k, {key} FROM (SELECT k, r, CAST(:start AS SIGNED) + r AS v{s_col} FROM"
+        f" (SELECT {k} AS k, ROW_NUMBER() OVER (ORDER BY {k}) AS r{s_sql}"
         f" FROM {q(plan.table)} WHERE {low}{k} <= :upto) b) w"
     )
 
@@ -467,7 +472,7 @@ def mapping_insert_sql(connection: Connection, plan: PkMigrationPlan, bounded: b
 def planned_upgrade(connection: Connection, plan: PkMigrationPlan) -> list[sizing.Step]:
     """The statements (and data steps) :meth:`Swap.upgrade` will run, in order."""
     q = connection.dialect.identifier_preparer.quote
-    uuid_sql = uuid_type_sql(connection)
+    uuid_sql = new_type_sql(connection, plan)
     steps: list[sizing.Step] = [
         sizing.Statement(f"DROP TRIGGER IF EXISTS {q(t.name)}") for t in plan.parked_triggers
     ]

@@ -4,7 +4,8 @@ DDL is transactional, so the whole migration (mapping, conversion, checks)
 runs in the migration's transaction and any failed check rolls all of it
 back. The mapping is computed by the server (:func:`mapping_insert_sql`).
 Then each affected table gets one ``ALTER TABLE`` that converts every one of
-its columns -- ``ALTER COLUMN ... TYPE uuid USING <lookup>(column)``, the
+its columns -- ``ALTER COLUMN ... TYPE uuid USING <lookup>(column)`` (``bytea``
+for UUID192 keys), the
 lookup a session-private SQL function probing the mapping's index, and on
 the migrated table ``<key>_old`` filled from the key in the same statement:
 PostgreSQL rewrites the table once and builds each of its indexes once, after
@@ -50,7 +51,7 @@ from sqla_ids.migration.backends.postgresql.reflect import (
     _sequence_options,
 )
 from sqla_ids.migration.core import sizing
-from sqla_ids.migration.core.mapping import fill_mapping_in_sql
+from sqla_ids.migration.core.mapping import fill_mapping_in_sql, new_type_sql, segment_sql
 from sqla_ids.migration.core.model import (
     OLD_COLUMN_COMMENT,
     PkMigrationPlan,
@@ -121,8 +122,9 @@ class AlterType(Strategy):
                 f"DROP COLUMN {old}",
             ]
         }
+        new_type = new_type_sql(connection, plan)
         fn, create, drop = _lookup(
-            connection, plan, "new_key", "old_key", "uuid", plan.key_type_sql
+            connection, plan, "new_key", "old_key", new_type, plan.key_type_sql
         )
         for table, column in plan.targets()[1:]:
             each = clauses.setdefault(table, [])
@@ -181,10 +183,11 @@ def upgrade_ops(connection: Connection, plan: PkMigrationPlan) -> list[_Op]:
             clauses.setdefault(table, []).append(
                 f"ALTER COLUMN {kept} TYPE {ref_type} USING {q(column)}"
             )
-    fn, create, drop = _lookup(connection, plan, "old_key", "new_key", plan.key_type_sql, "uuid")
+    new_type = new_type_sql(connection, plan)
+    fn, create, drop = _lookup(connection, plan, "old_key", "new_key", plan.key_type_sql, new_type)
     for table, column in plan.targets():
         clauses.setdefault(table, []).append(
-            f"ALTER COLUMN {q(column)} TYPE uuid USING {fn}({q(column)})"
+            f"ALTER COLUMN {q(column)} TYPE {new_type} USING {fn}({q(column)})"
         )
     work += [create, *_rewrites(q, clauses), drop]
     if plan.new_default_sql:
@@ -360,10 +363,22 @@ def mapping_insert_sql(connection: Connection, plan: PkMigrationPlan, bounded: b
         v = KEY_NUMBER_SQL
         ms, counter = NUMBER_PARTS
     key = key_sql(ms, counter, "(:ordinal + r - 1)")
+    segment = segment_sql(connection, plan.options)
+    if plan.uuid192:
+        # The UUID's 16 bytes, then the segment's 8 (big-endian; int8send writes a
+        # bigint, so a segment past 2**63 goes as its two's complement).
+        key = f"decode(replace(CAST({key} AS text), '-', ''), 'hex')"
+        if segment is not None:
+            key += (
+                " || int8send(CAST(CASE WHEN s > 9223372036854775807"
+                " THEN s - 18446744073709551616 ELSE s END AS bigint))"
+            )
+    s_col = ", s" if segment is not None else ""
+    s_sql = f", {segment} AS s" if segment is not None else ""
     return (
         f"INSERT INTO {q(plan.mapping_table)} (old_key, new_key)"
-        f" SELECT k, {key} FROM (SELECT k, r, {v} AS v FROM"
-        f" (SELECT {k} AS k, row_number() OVER (ORDER BY {k}) AS r{ts}{t_col}"
+        f" SELECT k, {key} FROM (SELECT k, r, {v} AS v{s_col} FROM"
+        f" (SELECT {k} AS k, row_number() OVER (ORDER BY {k}) AS r{ts}{t_col}{s_sql}"
         f" FROM {q(plan.table)} WHERE {low}{k} <= :upto) b) w"
     )
 

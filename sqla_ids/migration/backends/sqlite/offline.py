@@ -24,7 +24,7 @@ from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.migration.backends.base import Proven, Strategy
 from sqla_ids.migration.backends.sqlite import create_sql
 from sqla_ids.migration.core import sizing
-from sqla_ids.migration.core.mapping import uuid_type
+from sqla_ids.migration.core.mapping import new_type_sql
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.phases import Recorded
 from sqla_ids.migration.core.progress import Progress
@@ -93,7 +93,7 @@ def _new_create_sql(connection: Connection, plan: PkMigrationPlan, table: str) -
     return create_sql.upgraded(
         _table_sql(connection, table),
         {c: in_key[c.lower()] for c in plan.columns_of(table)},
-        str(uuid_type().compile(dialect=connection.dialect)),
+        new_type_sql(connection, plan),
         added,
         # AUTOINCREMENT needs an INTEGER key; the restore brings it back.
         drop_autoincrement=table == plan.table,
