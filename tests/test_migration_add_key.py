@@ -277,7 +277,8 @@ def test_refusals_before_any_change(log: Engine) -> None:
     _refused(log, "no unique constraint or unique index 'nope'", unique_key="nope")
     _refused(log, "column .*nope does not exist", order_by=("nope", SEQ))
     _refused(log, "has type .* not a date or timestamp", timestamp_column=CODE, order_by=SEQ)
-    _refused(log, "online=True is not supported", online=True)
+    if log.dialect.name != "postgresql":  # (online there: test_migration_add_key_online)
+        _refused(log, "online=True is not available on", online=True)
     with log.connect() as conn:
         add_uuid7_key(conn, TABLE, column=KEY, order_by=SEQ)
         conn.commit()

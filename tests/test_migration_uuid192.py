@@ -177,6 +177,7 @@ def test_keys_and_references_become_uuid192_with_the_rows_segment_and_come_back(
     ],
     ids=["none", "constant", "expression"],
 )
+@pytest.mark.slow_on("mariadb")  # the quick loop: MariaDB's segment from a column
 def test_the_segment_from_an_expression_or_none(
     private_engine: Engine, segment: dict[str, str], expected: Any
 ) -> None:
@@ -279,6 +280,7 @@ def test_options_that_disagree_are_refused(options: dict[str, Any], message: str
     assert message in str(error.value)
 
 
+@pytest.mark.slow_on("mariadb")
 def test_a_server_default_expression_is_kept_for_new_rows(private_engine: Engine) -> None:
     """``server_default=`` an SQL expression still becomes the key's default (the
     author's choice); without it the application sends UUID192 keys (none is set)."""

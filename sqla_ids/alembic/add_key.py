@@ -103,7 +103,11 @@ class DropUUID7KeyOp(MigrateOperation):
 @Operations.implementation_for(AddUUID7KeyOp)
 def _add(operations: Operations, operation: AddUUID7KeyOp) -> None:
     refuse_offline(operations, "add_uuid7_key")
-    _run(operations, lambda conn: add_uuid7_key(conn, operation.table_name, operation.options))
+    _run(
+        operations,
+        lambda conn: add_uuid7_key(conn, operation.table_name, operation.options),
+        online=operation.options.online,
+    )
 
 
 @Operations.implementation_for(DropUUID7KeyOp)

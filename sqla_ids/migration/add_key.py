@@ -10,8 +10,9 @@ anything changes (a table with a primary key, a column name taken, ``NULL``
 or duplicate values in the ordering columns are refused by name), and
 recorded, so the downgrade restores exactly what the upgrade replaced.
 
-Offline only: writers paused (the checks compare row counts); ``online=True``
-is refused.
+Offline by default: writers paused (the checks compare row counts). With
+``online=True`` (PostgreSQL) the application keeps writing: every step is short
+and under ``lock_timeout`` (the backend's ``online_key_adder``).
 """
 
 from __future__ import annotations
@@ -51,20 +52,27 @@ from sqla_ids.migration.offline import bounded_transactions
 
 __all__ = ["AddKeyOptions", "AddKeyPlan", "add_uuid7_key", "drop_uuid7_key", "plan_add_uuid7_key"]
 
-ONLINE_REFUSAL = (
-    "online=True is not supported by add_uuid7_key: the key is added with writers"
-    " paused (PostgreSQL and SQLite in one transaction, MariaDB in two table rebuilds);"
-    " run it offline"
-)
+
+def _online_refusal(backend: MigrationBackend) -> str:
+    label = backend.database.label if backend.database is not None else "this database"
+    return (
+        f"online=True is not available on {label}: the key is added with writers paused"
+        " there (SQLite in one transaction, MariaDB in two table rebuilds); run it offline,"
+        " or online on PostgreSQL"
+    )
 
 
-def key_adder_for(backend: MigrationBackend) -> KeyAdder:
-    """The :class:`KeyAdder` of ``backend``'s database (its ``key_adder``)."""
-    if backend.key_adder is None:
+def key_adder_for(backend: MigrationBackend, online: bool = False) -> KeyAdder:
+    """The :class:`KeyAdder` of ``backend``'s database (its ``key_adder``, or with
+    ``online`` its ``online_key_adder``)."""
+    adder = backend.online_key_adder if online else backend.key_adder
+    if adder is None and online and backend.key_adder is not None:
+        raise MigrationRefusedError(_online_refusal(backend) + "; nothing was changed")
+    if adder is None:
         raise MigrationRefusedError(
             f"adding a UUIDv7 key is not supported by {type(backend).__name__}; nothing was changed"
         )
-    return backend.key_adder
+    return adder
 
 
 def plan_add_uuid7_key(
@@ -81,7 +89,7 @@ def plan_add_uuid7_key(
     """
     opts = build_add_key_options(options, overrides)
     backend = backend_for(connection)
-    return _plan(connection, backend, key_adder_for(backend), table, opts)
+    return _plan(connection, backend, key_adder_for(backend, opts.online), table, opts)
 
 
 def _plan(
@@ -91,8 +99,6 @@ def _plan(
     table: str,
     opts: AddKeyOptions,
 ) -> AddKeyPlan:
-    if opts.online:
-        raise refuse_add(ONLINE_REFUSAL, table)
     inspector = inspect(connection)
     if table not in inspector.get_table_names():
         raise refuse_add("the table does not exist", table)
@@ -214,7 +220,15 @@ def add_uuid7_key(
     """
     opts = build_add_key_options(options, overrides)
     backend = backend_for(connection)
-    adder = key_adder_for(backend)
+    adder = key_adder_for(backend, opts.online)
+    if opts.online and connection._trans_context_manager is not None:
+        # (SQLAlchemy's own test for a ``begin()`` block: see refuse_transaction_block.)
+        raise refuse_add(
+            "online=True runs each step in a transaction of its own, and cannot inside"
+            " a transaction block (engine.begin() or connection.begin()); pass a"
+            " connection from engine.connect()",
+            table,
+        )
     adder.prepare(connection)  # SQLite: foreign-key pragma, before any read begins a transaction
     recorded = load_record(connection, table)
     resuming = recorded is not None and recorded.state == STARTED
@@ -233,7 +247,7 @@ def add_uuid7_key(
     logger.info("%s%s", "continue: " if resuming else "", plan.describe())
     declared = _declared_types(connection, table)
     ts_type = declared[plan.timestamp_column] if plan.timestamp_column else None
-    with bounded_transactions(connection, backend.strategy):
+    with bounded_transactions(connection, adder.transactional):
         reached = adder.reached(connection, plan) if resuming else "nothing"
         if not adder.transactional and not resuming:
             # Recorded before the first change: a killed run is found by the next.
@@ -242,22 +256,13 @@ def add_uuid7_key(
             if reached != "keyed":
                 handle = adder.start(connection, plan)
                 done, prev = filled_so_far(connection, plan) if reached == "added" else (0, -1)
-                filled = fill_keys(
-                    connection,
-                    plan,
-                    handle,
-                    ts_type,
-                    lambda: adder.batch(connection),
-                    lambda update, params: adder.write_batch(connection, plan, update, params),
-                    done=done,
-                    prev=prev,
-                )
-                if filled != plan.row_count:
+                filled = _fill(connection, plan, adder, handle, ts_type, done, prev)
+                if filled != plan.row_count and not opts.online:
                     raise MigrationVerificationError(
                         f"{table}: {filled} rows got a key, {plan.row_count} were counted"
                     )
             adder.finish(connection, plan)
-            _verify(connection, plan)
+            _verify(connection, plan, online=opts.online)
             save_record(connection, dataclasses.replace(plan, state=DONE))
         except BaseException:
             # A kill runs no handler: the STARTED record stays for the next run.
@@ -268,14 +273,60 @@ def add_uuid7_key(
     return plan
 
 
-def _verify(connection: Connection, plan: AddKeyPlan) -> None:
-    """As many rows as planned, each with its own key."""
+#: Online: passes over the rows still without a key (moved by the application's
+#: updates while a pass walked them) before the run gives up.
+_SWEEPS = 20
+
+
+def _fill(
+    connection: Connection,
+    plan: AddKeyPlan,
+    adder: KeyAdder,
+    handle: list[sa.ColumnElement[Any]],
+    ts_type: sa.types.TypeEngine[Any] | None,
+    done: int,
+    prev: int,
+) -> int:
+    """The batched fill (:func:`fill_keys`); online, passes again over the rows an
+    application's ``UPDATE`` moved past the walk (PostgreSQL's ``ctid``, or
+    changed ordering columns), until every row has a key. Their keys continue
+    after the others', so they sort after them."""
+    passes = _SWEEPS if plan.options.online else 1
+    for _ in range(passes):
+        done = fill_keys(
+            connection,
+            plan,
+            handle,
+            ts_type,
+            lambda: adder.batch(connection),
+            lambda update, params: adder.write_batch(connection, plan, update, params),
+            done=done,
+            prev=prev,
+        )
+        if not plan.options.online:
+            return done
+        left = count(connection, sa.table(plan.table), sa.column(plan.column).is_(None))
+        if not left:
+            return done
+        logger.info("%s: %d rows moved while the fill walked them: another pass", plan.table, left)
+        done, prev = filled_so_far(connection, plan)
+    raise MigrationVerificationError(
+        f"{plan.table}: rows still without a key after {passes} passes (the application"
+        " keeps moving them); run add_uuid7_key again to continue"
+    )
+
+
+def _verify(connection: Connection, plan: AddKeyPlan, *, online: bool = False) -> None:
+    """Each row with its own key -- as many rows as planned (offline; online the
+    application inserts and deletes meanwhile)."""
     key: sa.ColumnClause[Any] = sa.column(plan.column)
     rows, keys, distinct = connection.execute(
         sa.select(sa.func.count(), sa.func.count(key), sa.func.count(sa.distinct(key))).select_from(
             sa.table(plan.table, key)
         )
     ).one()
+    if online and rows == keys == distinct:
+        return
     if not rows == keys == distinct == plan.row_count:
         raise MigrationVerificationError(
             f"{plan.table}: {plan.row_count} rows planned, {rows} found, {keys} with a key,"
@@ -291,14 +342,14 @@ def drop_uuid7_key(connection: Connection, table: str) -> AddKeyPlan:
     any change, when nothing is recorded for ``table`` or another table's foreign
     key references the key."""
     backend = backend_for(connection)
-    adder = key_adder_for(backend)
-    adder.prepare(connection)
+    key_adder_for(backend).prepare(connection)
     plan = load_record(connection, table)
     if plan is None:
         raise MigrationRefusedError(
             f"cannot drop the UUIDv7 key of {table}: no add_uuid7_key of it is recorded;"
             " nothing was changed"
         )
+    adder = key_adder_for(backend, plan.options.online)
     inspector = inspect(connection)
     there = plan.column in backend.reflect.columns(connection, inspector, table)
     if not there and plan.state == DONE:
@@ -315,7 +366,10 @@ def drop_uuid7_key(connection: Connection, table: str) -> AddKeyPlan:
             f"cannot drop the UUIDv7 key {table}.{plan.column}: {named} reference it;"
             " drop those foreign keys first; nothing was changed"
         )
-    with bounded_transactions(connection, backend.strategy):
+    # In the offline mode's transactions even for a key added online: the drop only
+    # changes the catalog, and PostgreSQL's runs in the caller's transaction
+    # (Alembic's, for a downgrade).
+    with bounded_transactions(connection, key_adder_for(backend).transactional):
         rows = count(connection, table)
         adder.undo(connection, plan)
         after = count(connection, table)

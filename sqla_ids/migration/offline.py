@@ -33,10 +33,11 @@ from sqla_ids.types.server_functions import install_uuid7_function
 
 
 @contextmanager
-def bounded_transactions(connection: Connection, strategy: Strategy) -> Iterator[None]:
-    """Transactional strategies: one transaction (the caller's, or ours).
-    MariaDB/MySQL: autocommit, so every batch and step is durable on its own."""
-    if strategy.transactional:
+def bounded_transactions(connection: Connection, transactional: bool) -> Iterator[None]:
+    """``transactional`` runs (PostgreSQL and SQLite offline): one transaction (the
+    caller's, or ours). The others (MariaDB/MySQL, online steps): autocommit, so
+    every batch and step is durable on its own."""
+    if transactional:
         if connection.in_transaction():
             yield
         else:
@@ -59,7 +60,7 @@ def bounded_transactions(connection: Connection, strategy: Strategy) -> Iterator
 
 
 def refuse_transaction_block(
-    connection: Connection, strategy: Strategy, table: str, action: str
+    connection: Connection, transactional: bool, table: str, action: str
 ) -> None:
     """Refuse a non-transactional run (MariaDB/MySQL) inside the caller's ``with
     engine.begin()`` / ``with connection.begin()`` block, before anything changes.
@@ -72,7 +73,7 @@ def refuse_transaction_block(
     its source, set only by such a block: not by autobegin, nor by Alembic's
     transaction, which it does not enter). In an autocommit block there is no
     transaction to commit, so that passes."""
-    if strategy.transactional:
+    if transactional:
         return
     if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
         return
@@ -116,7 +117,7 @@ def migrate(
 ) -> PkMigrationPlan:
     """Migrate ``table``'s key offline (see :func:`sqla_ids.migration.migrate_pk_to_uuid7`)."""
     strategy = backend.strategy
-    refuse_transaction_block(connection, strategy, table, "the key migration")
+    refuse_transaction_block(connection, strategy.transactional, table, "the key migration")
     # Before anything reads: SQLite's foreign-key pragma has no effect in a transaction.
     strategy.prepare(connection)
     recorded = state.load(connection, table)
@@ -147,7 +148,7 @@ def migrate(
     if dry_run:
         return plan
     logger.info("%s", plan.describe())
-    with bounded_transactions(connection, strategy):
+    with bounded_transactions(connection, strategy.transactional):
         if fresh:
             state.save(connection, plan, resumed)
         _upgrade(connection, plan, strategy, resumed)
@@ -309,7 +310,7 @@ def restore(
             " migrate_pk_to_uuid7 again to finish it, then undo it"
         )
     strategy = backend.strategy
-    refuse_transaction_block(connection, strategy, plan.table, "the key restore")
+    refuse_transaction_block(connection, strategy.transactional, plan.table, "the key restore")
     strategy.prepare(connection)
     if resumed.phase is Reached.DONE:  # every problem of the undo in one refusal
         blockers = Blockers()
@@ -319,7 +320,7 @@ def restore(
         # As they are now (created or changed since the upgrade perhaps): set
         # aside while the restore writes, recorded with the plan at its first step.
         plan.parked_triggers = backend.reflect.update_triggers(connection, plan.affected_columns())
-    with bounded_transactions(connection, strategy):
+    with bounded_transactions(connection, strategy.transactional):
         _downgrade(connection, plan, backend, resumed)
     return plan
 

@@ -86,3 +86,17 @@ class KeyAdder(ABC):
 
     def abandon(self, connection: Connection, plan: AddKeyPlan) -> None:  # noqa: B027
         """After a failed non-transactional run: remove what it added (nothing by default)."""
+
+
+@contextmanager
+def explicit_transaction(connection: Connection) -> Iterator[None]:
+    """One transaction around what runs inside, on a connection in autocommit mode
+    (a non-transactional run's), where SQLAlchemy's ``begin()`` starts none on
+    the server: each statement would otherwise commit on its own."""
+    connection.exec_driver_sql("START TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        connection.exec_driver_sql("ROLLBACK")
+        raise
+    connection.exec_driver_sql("COMMIT")

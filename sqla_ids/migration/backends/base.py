@@ -416,6 +416,9 @@ class MigrationBackend:
     key_adder: ClassVar[KeyAdder | None] = None
     """How a UUIDv7 primary key is added to a table without one
     (:func:`sqla_ids.migration.add_uuid7_key`), where the database has it."""
+    online_key_adder: ClassVar[KeyAdder | None] = None
+    """The same while the application keeps writing (``online=True``), where the
+    database has it."""
     preflight: ClassVar[PreflightReads]
     """What a dry run reads and shows (the backend's ``preflight`` module)."""
     transactional_ddl: ClassVar[bool] = True

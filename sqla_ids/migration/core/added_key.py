@@ -82,7 +82,10 @@ class AddKeyOptions:
     (default random, recorded). ``server_default``: new rows get their key on
     the server (PostgreSQL ``DEFAULT``, MariaDB a ``BEFORE INSERT`` trigger;
     SQLite has no server function, rows need keys from the application).
-    ``online``: refused -- the operation runs with writers paused.
+    ``online``: PostgreSQL only: add the key while the application keeps
+    writing (each step short, under ``lock_timeout``; docs/migration.md).
+    ``lock_timeout``: online, seconds a step may wait for a lock before it
+    gives up and tries again.
     """
 
     column: str = "id"
@@ -94,6 +97,7 @@ class AddKeyOptions:
     seed: str | None = None
     server_default: bool = True
     online: bool = False
+    lock_timeout: float = 2.0
 
     def __post_init__(self) -> None:
         order = self.order_by
@@ -120,6 +124,9 @@ class AddKeyOptions:
             raise ValueError(f"batch_size must be at least 1, got {self.batch_size}")
         if self.seed is not None and not isinstance(self.seed, str):
             object.__setattr__(self, "seed", str(self.seed))
+        timeout = self.lock_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ValueError(f"lock_timeout must be a number of seconds > 0, got {timeout!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The fields that differ from the defaults (JSON-serialisable)."""
@@ -259,9 +266,12 @@ def filled_so_far(connection: Connection, plan: AddKeyPlan) -> tuple[int, int]:
     number given (``-1``: none). Each batch committed whole, in the chosen order,
     and the keys sort like it, so the greatest key is the last one given."""
     key: sa.ColumnClause[Any] = sa.column(plan.column, uuid_type())
-    rows, greatest = connection.execute(
-        sa.select(sa.func.count(key), sa.func.max(key)).select_from(sa.table(plan.table, key))
-    ).one()
+    table = sa.table(plan.table, key)
+    rows = connection.execute(sa.select(sa.func.count(key)).select_from(table)).scalar_one()
+    # ORDER BY ... LIMIT 1, not max(): PostgreSQL has no max(uuid) before 18.
+    greatest = connection.execute(
+        sa.select(key).where(key.is_not(None)).order_by(key.desc()).limit(1)
+    ).scalar()
     return rows, -1 if greatest is None else key_number(greatest)
 
 

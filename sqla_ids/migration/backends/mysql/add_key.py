@@ -24,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.migration.backends.add_key import KeyAdder
+from sqla_ids.migration.backends.add_key import KeyAdder, explicit_transaction
 from sqla_ids.migration.backends.mysql.reflect import _TRIGGER_NAME, MAX_IDENTIFIER_CHARS
 from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.mapping import uuid_type
@@ -205,13 +205,8 @@ class MariaDBKeyAdder(KeyAdder):
         """One transaction per batch: the run is in autocommit mode (its DDL commits
         anyway), where each row's ``UPDATE`` would otherwise be a commit of its own
         -- a log flush per row."""
-        connection.exec_driver_sql("START TRANSACTION")
-        try:
+        with explicit_transaction(connection):
             yield
-        except BaseException:
-            connection.exec_driver_sql("ROLLBACK")
-            raise
-        connection.exec_driver_sql("COMMIT")
 
     def write_batch(
         self,

@@ -22,7 +22,10 @@ from sqla_ids.migration.backends.base import (
     refuse_database,
 )
 from sqla_ids.migration.backends.postgresql import preflight, reflect
-from sqla_ids.migration.backends.postgresql.add_key import PostgreSQLKeyAdder
+from sqla_ids.migration.backends.postgresql.add_key import (
+    PostgreSQLKeyAdder,
+    PostgreSQLOnlineKeyAdder,
+)
 from sqla_ids.migration.backends.postgresql.offline import AlterType
 from sqla_ids.migration.backends.postgresql.online import PostgreSQLOnline
 
@@ -52,5 +55,6 @@ class PostgreSQLBackend(MigrationBackend):
     preflight: ClassVar[PreflightReads] = preflight
     strategy: ClassVar[Strategy] = AlterType()
     key_adder: ClassVar[KeyAdder | None] = PostgreSQLKeyAdder()
+    online_key_adder: ClassVar[KeyAdder | None] = PostgreSQLOnlineKeyAdder()
     online: ClassVar[OnlineStrategy | None] = PostgreSQLOnline()
     view_dependencies: ClassVar[bool] = True

@@ -11,15 +11,20 @@ skipped, while the rows still to do keep their ``ctid``.
 from __future__ import annotations
 
 import functools
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import UserDefinedType
 
-from sqla_ids.migration.backends.add_key import KeyAdder
+from sqla_ids.migration.backends.add_key import KeyAdder, explicit_transaction
 from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.mapping import RawType
+from sqla_ids.migration.core.model import name_suffix
+from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.core.sql import execute_sql
 from sqla_ids.types.server_functions import install_uuid7_function, uuid7_column_default_sql
 
@@ -131,3 +136,233 @@ def _qualified_index(connection: Connection, table: str, index: str) -> str:
         {"t": quoted(connection, table)},
     ).scalar_one()
     return f"{schema}.{quoted(connection, index)}"
+
+
+#: Attempts of an online step that meets the lock timeout, and the first pause.
+_ATTEMPTS, _FIRST_PAUSE = 40, 0.05
+
+
+class PostgreSQLOnlineKeyAdder(PostgreSQLKeyAdder):
+    """``online=True``: the key added while the application keeps writing.
+
+    Each step commits on its own and takes its locks for a moment only, under
+    ``lock_timeout`` (retried with backoff): ``ADD COLUMN`` (catalog only) and
+    ``SET DEFAULT sqla_ids_uuid7()``, so every row inserted from then on has its
+    key; the fill, one short transaction per batch, writing only rows still
+    without a key (found again by the ordering columns when there are some, or
+    by ``ctid``, which an application's ``UPDATE`` moves: such rows are swept
+    by further passes); ``CREATE UNIQUE INDEX CONCURRENTLY``; ``NOT NULL``
+    through a ``CHECK`` added ``NOT VALID`` then validated (no write is
+    blocked while it reads the table), so ``SET NOT NULL`` needs no scan; the
+    primary key made from the index (``USING INDEX``). A killed run continues
+    from the catalog (:meth:`reached`).
+    """
+
+    transactional = False
+
+    def problems(self, connection: Connection, inspector: Any, plan: AddKeyPlan) -> list[str]:
+        """A partitioned table (no concurrent index build on it) and a run without
+        the server default (rows inserted meanwhile would have no key)."""
+        from sqla_ids.migration.backends.postgresql.partitions import is_partitioned
+
+        found = []
+        if is_partitioned(connection, plan.table):
+            found.append(
+                "it is partitioned, and PostgreSQL builds no index concurrently on a"
+                " partitioned table; add the key offline (online=False)"
+            )
+        if not plan.options.server_default:
+            found.append(
+                "online=True needs server_default=True: rows the application inserts"
+                " meanwhile get their key from it"
+            )
+        return found
+
+    def reached(self, connection: Connection, plan: AddKeyPlan) -> str:
+        """From the catalog: no column, ``"nothing"``; the column without the
+        primary key, ``"added"``; the primary key there, ``"keyed"``."""
+        q = functools.partial(quoted, connection)
+        column, primary = connection.execute(
+            sa.text(
+                "SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass(:t)"
+                " AND attname = :c AND NOT attisdropped),"
+                " EXISTS (SELECT FROM pg_constraint WHERE conrelid = to_regclass(:t)"
+                " AND contype = 'p')"
+            ),
+            {"t": q(plan.table), "c": plan.column},
+        ).one()
+        return "keyed" if primary else "added" if column else "nothing"
+
+    def start(self, connection: Connection, plan: AddKeyPlan) -> list[sa.ColumnElement[Any]]:
+        """The column (if a killed run did not add it) and its default; the rows'
+        handle: the ordering columns, else ``ctid``."""
+        q = functools.partial(quoted, connection)
+        table, column = q(plan.table), q(plan.column)
+        install_uuid7_function(connection)
+        plan.default_sql = uuid7_column_default_sql(connection.dialect)
+        _step(
+            connection,
+            plan,
+            f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {plan.key_type_sql}",
+        )
+        # Separately: a volatile DEFAULT given with ADD COLUMN would be computed for
+        # every existing row (a rewrite under an exclusive lock).
+        _step(
+            connection,
+            plan,
+            f"ALTER TABLE {table} ALTER COLUMN {column} SET DEFAULT {plan.default_sql}",
+        )
+        if plan.order_columns:
+            return [sa.column(c) for c in plan.order_columns]
+        return [sa.literal_column("ctid", Tid())]
+
+    @contextmanager
+    def batch(self, connection: Connection) -> Iterator[None]:
+        """One short transaction per batch (its row locks held that long only)."""
+        with explicit_transaction(connection):
+            yield
+
+    def write_batch(
+        self,
+        connection: Connection,
+        plan: AddKeyPlan,
+        update: sa.Update,
+        params: list[dict[str, Any]],
+    ) -> None:
+        """Only rows still without a key: one the application inserted meanwhile
+        has its own."""
+        connection.execute(update.where(sa.column(plan.column).is_(None)), params)
+
+    def finish(self, connection: Connection, plan: AddKeyPlan) -> None:
+        """The unique index built concurrently, ``NOT NULL`` proven by a validated
+        check, then the primary key from the index (see the class docstring).
+        Each step is skipped when a killed run did it already."""
+        q = functools.partial(quoted, connection)
+        table, column = q(plan.table), q(plan.column)
+        index, check = _online_names(plan)
+        if self.reached(connection, plan) != "keyed":
+            valid = connection.execute(
+                sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
+                {"i": _qualified_index(connection, plan.table, index)},
+            ).scalar()
+            if valid is False:  # a killed or failed build left it invalid: built again
+                _step(connection, plan, f"DROP INDEX CONCURRENTLY IF EXISTS {q(index)}")
+            if not valid:
+                _step(
+                    connection,
+                    plan,
+                    f"CREATE UNIQUE INDEX CONCURRENTLY {q(index)} ON {table} ({column})",
+                )
+            _step(
+                connection,
+                plan,
+                f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {q(check)},"
+                f" ADD CONSTRAINT {q(check)} CHECK ({column} IS NOT NULL) NOT VALID",
+            )
+            # Reads the table under a lock that lets the application write.
+            _step(connection, plan, f"ALTER TABLE {table} VALIDATE CONSTRAINT {q(check)}")
+            _step(
+                connection,
+                plan,
+                f"ALTER TABLE {table} ALTER COLUMN {column} SET NOT NULL,"
+                f" ADD CONSTRAINT {q(_primary_key_name(plan))} PRIMARY KEY USING INDEX {q(index)}",
+            )
+        # (Apart: dropped in the same statement, the check would be gone before
+        # SET NOT NULL looks for it, which would then scan the table locked.)
+        _step(connection, plan, f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {q(check)}")
+        unique = plan.unique_key
+        if unique is not None and not plan.options.keep_unique_key:
+            if unique.kind == "constraint":
+                _step(
+                    connection,
+                    plan,
+                    f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {q(unique.name)}",
+                )
+            else:
+                qualified = _qualified_index(connection, plan.table, unique.name)
+                _step(connection, plan, f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}")
+
+    def undo(self, connection: Connection, plan: AddKeyPlan) -> None:
+        """What :meth:`abandon` does -- for a finished run, or one killed midway --
+        then the unique key put back if :meth:`finish` dropped it."""
+        self.abandon(connection, plan)
+        unique = plan.unique_key
+        if unique is None or plan.options.keep_unique_key:
+            return
+        there = connection.execute(
+            sa.text("SELECT to_regclass(:i) IS NOT NULL"),
+            {"i": _qualified_index(connection, plan.table, unique.name)},
+        ).scalar_one()
+        if there:  # (a run killed before it dropped it)
+            return
+        q = functools.partial(quoted, connection)
+        if unique.kind == "constraint":
+            _step(
+                connection,
+                plan,
+                f"ALTER TABLE {q(plan.table)} ADD CONSTRAINT {q(unique.name)} {unique.definition}",
+            )
+        else:
+            _step(connection, plan, unique.definition)
+
+    def abandon(self, connection: Connection, plan: AddKeyPlan) -> None:
+        """Drop what a failed run added: the column (its default, index and check go
+        with it)."""
+        q = functools.partial(quoted, connection)
+        index, _check = _online_names(plan)
+        qualified = _qualified_index(connection, plan.table, index)
+        if connection.execute(
+            sa.text("SELECT to_regclass(:i) IS NOT NULL"), {"i": qualified}
+        ).scalar_one():  # (a run stopped between the index build and the primary key)
+            how = "CONCURRENTLY " if _autocommit(connection) else ""
+            _step(connection, plan, f"DROP INDEX {how}{qualified}")
+        _step(
+            connection, plan, f"ALTER TABLE {q(plan.table)} DROP COLUMN IF EXISTS {q(plan.column)}"
+        )
+
+
+def _online_names(plan: AddKeyPlan) -> tuple[str, str]:
+    """The online run's unique index (which becomes the primary key) and its
+    ``NOT NULL`` check, named after the table (a re-run finds them)."""
+    suffix = name_suffix(plan.table)
+    return f"sqla_ids_pk_{suffix}", f"sqla_ids_nn_{suffix}"
+
+
+def _primary_key_name(plan: AddKeyPlan) -> str:
+    """``<table>_pkey``, the name ``ADD PRIMARY KEY`` gives offline; the index's
+    own when that is longer than PostgreSQL's 63 bytes."""
+    name = f"{plan.table}_pkey"
+    return name if len(name.encode()) <= 63 else _online_names(plan)[0]
+
+
+def _autocommit(connection: Connection) -> bool:
+    """Whether each statement commits on its own (the online run's connection)."""
+    return connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+
+
+def _step(connection: Connection, plan: AddKeyPlan, sql: str) -> None:
+    """Run one DDL statement under the run's ``lock_timeout``, again after a
+    timeout (an application's transaction holding the table), with growing
+    pauses: the application's statements never queue behind it for longer."""
+    from sqla_ids.migration.backends.postgresql.online import PostgreSQLOnline
+
+    if not _autocommit(connection):
+        # In the caller's transaction (Alembic's, for a downgrade): a lock timeout
+        # would abort it, and nothing could be tried again; it waits instead.
+        execute_sql(connection, sql)
+        return
+    online = PostgreSQLOnline()
+    pause = _FIRST_PAUSE
+    for attempt in range(1, _ATTEMPTS + 1):
+        online.set_lock_timeout(connection, plan.options.lock_timeout, local=False)
+        try:
+            execute_sql(connection, sql)
+            return
+        except sa.exc.DBAPIError as error:
+            if not online.is_lock_timeout(error) or attempt == _ATTEMPTS:
+                raise
+            logger.info("%s: %s met the lock timeout (attempt %d)", plan.table, sql, attempt)
+        finally:
+            online.set_lock_timeout(connection, 0, local=False)
+        time.sleep(pause)
+        pause = min(pause * 2, 2.0)

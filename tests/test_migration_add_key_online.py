@@ -1,0 +1,347 @@
+"""``add_uuid7_key(..., online=True)`` on PostgreSQL while the application writes.
+
+An application thread inserts rows (leaving the key to the server), updates
+rows (which moves them: a new ``ctid``), deletes rows and holds transactions
+open on the table, the whole time the key is added; none of its statements may
+fail, and at the end every row -- the application's included -- has its own
+key, the original rows' keys in the chosen order. A run killed at each of its
+steps is finished by running it again, or undone by ``drop_uuid7_key``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+from uuid import UUID
+
+import dbsnapshot
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from sqla_ids.errors import MigrationRefusedError
+from sqla_ids.migration import add_uuid7_key, drop_uuid7_key
+from sqla_ids.types.uuid7 import UUIDv7
+
+TABLE = 'ev`ent "lö\'g"'
+KEY = 'k\'ey "ü"'
+SEQ = "se`q"
+CODE = "co'de"
+UNIQUE = 'uq "code"'
+ROWS = 300
+
+
+def _create(engine: Engine) -> sa.Table:
+    metadata = sa.MetaData()
+    table = sa.Table(
+        TABLE,
+        metadata,
+        sa.Column(SEQ, sa.Integer, nullable=False, unique=True),
+        sa.Column(CODE, sa.String(20), nullable=False),
+        sa.Column("payload", sa.Text),
+        sa.UniqueConstraint(CODE, name=UNIQUE),
+    )
+    metadata.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.insert(table),
+            [
+                {SEQ: 10_000 - i, CODE: f"c{(i * 37) % ROWS:04d}", "payload": f"p{i}"}
+                for i in range(ROWS)
+            ],
+        )
+    return table
+
+
+class _App(threading.Thread):
+    """The application: inserts, updates (payload), deletes, and transactions
+    left open for a moment -- every statement counted, every failure kept."""
+
+    def __init__(self, engine: Engine, table: sa.Table) -> None:
+        super().__init__(daemon=True)
+        self.engine, self.table = engine, table
+        self.stop = threading.Event()
+        self.failures: list[BaseException] = []
+        self.statements = 0
+        self.inserted: list[int] = []
+        self.deleted: list[int] = []
+
+    def run(self) -> None:
+        t = self.table
+        rng = random.Random(7)
+        n = 0
+        with self.engine.connect() as conn:
+            while not self.stop.is_set() or self.statements < 30:
+                n += 1
+                try:
+                    with conn.begin():
+                        kind = n % 5
+                        if kind in (0, 1):
+                            seq = 20_000 + n
+                            conn.execute(
+                                sa.insert(t).values({SEQ: seq, CODE: f"n{n:05d}", "payload": "new"})
+                            )
+                            self.inserted.append(seq)
+                        elif kind == 2:
+                            seq = 10_000 - rng.randrange(ROWS)
+                            conn.execute(
+                                sa.update(t).where(t.c[SEQ] == seq).values(payload=f"u{n}")
+                            )
+                        elif kind == 3 and n % 15 == 3:
+                            seq = 10_000 - rng.randrange(ROWS)
+                            conn.execute(sa.delete(t).where(t.c[SEQ] == seq))
+                            self.deleted.append(seq)
+                        else:  # a transaction that holds its row lock a moment
+                            seq = 10_000 - rng.randrange(ROWS)
+                            conn.execute(
+                                sa.update(t).where(t.c[SEQ] == seq).values(payload=f"h{n}")
+                            )
+                            time.sleep(0.02)
+                    self.statements += 1
+                except BaseException as error:
+                    self.failures.append(error)
+                    return
+
+
+def _keys(engine: Engine, order: str) -> list[tuple[UUID, Any]]:
+    t = sa.table(TABLE, sa.column(KEY, UUIDv7()), sa.column(SEQ), sa.column(CODE))
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(sa.select(t.c[KEY], t.c[SEQ]).order_by(t.c[order]))]
+
+
+ORDERS = {
+    "unique key": {"unique_key": UNIQUE, "keep_unique_key": False},
+    "order_by": {"order_by": SEQ},
+    "physical": {},
+}
+
+
+@pytest.mark.parametrize("order", sorted(ORDERS))
+def test_added_online_with_the_application_writing(
+    postgresql_private_engine: Engine, order: str
+) -> None:
+    engine = postgresql_private_engine
+    table = _create(engine)
+    with engine.connect() as conn:
+        before = dbsnapshot.schema(conn)
+    app = _App(engine, table)
+    app.start()
+    try:
+        while app.statements < 20 and app.is_alive():
+            time.sleep(0.01)
+        with engine.connect() as conn:
+            plan = add_uuid7_key(
+                conn,
+                TABLE,
+                column=KEY,
+                online=True,
+                batch_size=7,
+                lock_timeout=0.2,
+                seed="online",
+                **ORDERS[order],
+            )
+    finally:
+        app.stop.set()
+        app.join(30)
+    assert not app.failures, app.failures[:3]
+    assert plan.default_sql
+    with engine.connect() as conn:
+        inspector = sa.inspect(conn)
+        assert inspector.get_pk_constraint(TABLE)["constrained_columns"] == [KEY]
+        assert inspector.get_pk_constraint(TABLE)["name"] == f"{TABLE}_pkey"
+        column = {c["name"]: c for c in inspector.get_columns(TABLE)}[KEY]
+        assert not column["nullable"] and "sqla_ids_uuid7" in str(column["default"])
+        # Nothing of the run's own is left (index, check).
+        names = [i["name"] for i in inspector.get_indexes(TABLE)]
+        checks = [c["name"] for c in inspector.get_check_constraints(TABLE)]
+        assert not [n for n in names + checks if n.startswith("sqla_ids_")]
+        if order == "unique key":
+            assert UNIQUE not in [u["name"] for u in inspector.get_unique_constraints(TABLE)]
+    rows = _keys(engine, SEQ)
+    seqs = {seq for _, seq in rows}
+    assert len({key for key, _ in rows}) == len(rows)  # every row its own key
+    assert set(app.inserted) <= seqs and not set(app.deleted) & seqs
+    assert len(rows) == ROWS + len(app.inserted) - len(set(app.deleted))
+    original = [(key, seq) for key, seq in rows if seq <= 10_000]
+    if order != "physical":  # (an update moves a row in the physical order)
+        by = CODE if order == "unique key" else SEQ
+        keys = [key for key, seq in _keys(engine, by) if seq <= 10_000]
+        assert keys == sorted(keys) and len(keys) == len(original)
+    # The application keeps inserting without a key; the undo gives the table back.
+    with engine.begin() as conn:
+        conn.execute(sa.insert(table).values({SEQ: 1, CODE: "after", "payload": "x"}))
+    with engine.connect() as conn:
+        drop_uuid7_key(conn, TABLE)
+        conn.commit()
+        assert dbsnapshot.schema(conn) == before
+
+
+def test_a_transaction_holding_the_table_is_waited_out(
+    postgresql_private_engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An application transaction holding a lock on the table: each step waits
+    for it at most ``lock_timeout`` and tries again (logged), so the run ends
+    once the transaction does, and the application's other statements never
+    queue behind a waiting ``ALTER TABLE`` for longer than that."""
+    engine = postgresql_private_engine
+    _create(engine)
+    holder = engine.connect()
+    holder.begin()
+    holder.exec_driver_sql(
+        f"LOCK TABLE {holder.dialect.identifier_preparer.quote(TABLE)} IN ROW SHARE MODE"
+    )
+    timed_out = threading.Event()
+
+    class _Seen(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "met the lock timeout" in record.getMessage():
+                timed_out.set()
+
+    # The holder lets go once a step has given up on it (not after a delay: the
+    # machine's speed must not decide whether the run meets it).
+    release = threading.Thread(target=lambda: (timed_out.wait(60), holder.rollback()))
+    release.start()
+    seen = _Seen()
+    logging.getLogger("alembic.sqla_ids.migration").addHandler(seen)
+    notices: list[str] = []
+    try:
+        with caplog.at_level("INFO", logger="alembic.sqla_ids.migration"), engine.connect() as conn:
+            # PostgreSQL says (DEBUG1) when SET NOT NULL is proven by a constraint
+            # instead of a scan of the table under its exclusive lock.
+            conn.exec_driver_sql("SET client_min_messages = debug1")
+            raw = conn.connection.driver_connection
+            raw.add_notice_handler(lambda notice: notices.append(notice.message_primary))
+            add_uuid7_key(conn, TABLE, column=KEY, online=True, order_by=SEQ, lock_timeout=0.1)
+            conn.exec_driver_sql("RESET client_min_messages")
+    finally:
+        logging.getLogger("alembic.sqla_ids.migration").removeHandler(seen)
+        timed_out.set()
+        release.join()
+        holder.close()
+    assert any("met the lock timeout" in r.getMessage() for r in caplog.records)
+    assert any("sufficient to prove that it does not contain nulls" in n for n in notices), notices
+    with engine.connect() as conn:
+        assert sa.inspect(conn).get_pk_constraint(TABLE)["constrained_columns"] == [KEY]
+
+
+def test_online_refusals(postgresql_private_engine: Engine, sqlite_engine: Engine) -> None:
+    engine = postgresql_private_engine
+    _create(engine)
+    with engine.begin() as conn, pytest.raises(MigrationRefusedError, match="transaction block"):
+        add_uuid7_key(conn, TABLE, online=True)
+    with engine.connect() as conn, pytest.raises(MigrationRefusedError, match="server_default"):
+        add_uuid7_key(conn, TABLE, online=True, server_default=False)
+    with (
+        sqlite_engine.connect() as conn,
+        pytest.raises(MigrationRefusedError, match="online=True is not available on SQLite"),
+    ):
+        add_uuid7_key(conn, "anything", online=True)
+
+
+# Runs the online add in a child process and kills it (SIGKILL) at a chosen step.
+CHILD = """
+import os, signal, sys
+import sqlalchemy as sa
+from sqla_ids.migration import add_key as runner
+from sqla_ids.migration.backends.postgresql import add_key as pg
+
+url, table, column, seq, point = sys.argv[1:6]
+real_step = pg._step
+steps = []
+
+def step(connection, plan, sql):
+    steps.append(sql)
+    if point.startswith("step:") and len(steps) == int(point[5:]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_step(connection, plan, sql)
+
+pg._step = step
+if point == "batch":
+    real_write = pg.PostgreSQLOnlineKeyAdder.write_batch
+    batches = []
+    def write_batch(self, *args):
+        batches.append(1)
+        if len(batches) == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        real_write(self, *args)
+    pg.PostgreSQLOnlineKeyAdder.write_batch = write_batch
+
+engine = sa.create_engine(url)
+with engine.connect() as conn:
+    runner.add_uuid7_key(conn, table, column=column, order_by=seq, online=True, batch_size=40,
+                         seed="killed")
+print("finished without being killed")
+"""
+
+#: Where the run is killed: in the fill, or before its n-th DDL step (ADD COLUMN,
+#: SET DEFAULT, CREATE INDEX, ADD CHECK, VALIDATE, SET NOT NULL + PRIMARY KEY, DROP CHECK).
+KILLS = ["batch", *(f"step:{n}" for n in range(1, 8))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", KILLS)
+def test_killed_then_run_again_or_dropped(postgresql_private_engine: Engine, point: str) -> None:
+    engine = postgresql_private_engine
+    _create(engine)
+    with engine.connect() as conn:
+        before = dbsnapshot.schema(conn), dbsnapshot.rows(conn)
+    url = engine.url.render_as_string(hide_password=False)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, url, TABLE, KEY, SEQ, point],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == -9, (done.returncode, done.stdout, done.stderr)
+    with engine.connect() as conn:
+        add_uuid7_key(
+            conn, TABLE, column=KEY, order_by=SEQ, online=True, batch_size=40, seed="killed"
+        )
+    keys = [key for key, _ in _keys(engine, SEQ)]
+    assert len(set(keys)) == ROWS and keys == sorted(keys)
+    with engine.connect() as conn:
+        drop_uuid7_key(conn, TABLE)  # in one transaction, as offline: committed here
+        conn.commit()
+    with engine.connect() as conn:
+        assert (dbsnapshot.schema(conn), dbsnapshot.rows(conn)) == before
+    # And killed again, then dropped at once: what it left goes.
+    subprocess.run([sys.executable, "-c", CHILD, url, TABLE, KEY, SEQ, point], timeout=120)
+    with engine.connect() as conn:
+        drop_uuid7_key(conn, TABLE)  # in one transaction, as offline: committed here
+        conn.commit()
+    with engine.connect() as conn:
+        assert (dbsnapshot.schema(conn), dbsnapshot.rows(conn)) == before
+
+
+def test_through_alembic_in_its_transaction(postgresql_private_engine: Engine) -> None:
+    """``op.add_uuid7_key(..., online=True)`` inside Alembic's migration
+    transaction runs in an autocommit block (its steps commit on their own);
+    the downgrade's ``op.drop_uuid7_key`` runs in the transaction."""
+    from alembic.migration import MigrationContext
+    from alembic.operations import Operations
+
+    import sqla_ids.alembic  # noqa: F401 - registers the operations
+
+    engine = postgresql_private_engine
+    _create(engine)
+    with engine.connect() as conn:
+        before = dbsnapshot.schema(conn)
+    for direction in ("upgrade", "downgrade"):
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn)
+            ops: Any = Operations(context)  # the operations register at import
+            with context.begin_transaction():
+                if direction == "upgrade":
+                    ops.add_uuid7_key(TABLE, column=KEY, order_by=SEQ, online=True)
+                else:
+                    ops.drop_uuid7_key(TABLE)
+        if direction == "upgrade":
+            keys = [key for key, _ in _keys(engine, SEQ)]
+            assert len(set(keys)) == ROWS and keys == sorted(keys)
+    with engine.connect() as conn:
+        assert dbsnapshot.schema(conn) == before
