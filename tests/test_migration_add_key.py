@@ -609,6 +609,7 @@ def test_mariadb_killed_run_continues(mariadb_private_engine: Engine, point: str
     log = mariadb_private_engine
     with log.begin() as conn:
         conn.execute(sa.insert(_create(conn)), _rows())
+        _audited(conn)  # an UPDATE trigger, parked while the fill writes
     before = _snapshot(log)
     _killed_run(log, point)
     if point == "batch":  # killed after its third batch: the re-run fills the rest
@@ -632,10 +633,12 @@ def test_mariadb_killed_run_continues(mariadb_private_engine: Engine, point: str
 @pytest.mark.slow
 @pytest.mark.parametrize("point", KILL_POINTS)
 def test_mariadb_killed_run_dropped(mariadb_private_engine: Engine, point: str) -> None:
-    """drop_uuid7_key after a killed run removes whatever it left."""
+    """drop_uuid7_key after a killed run removes whatever it left, and puts back
+    the UPDATE trigger it had parked."""
     log = mariadb_private_engine
     with log.begin() as conn:
         conn.execute(sa.insert(_create(conn)), _rows())
+        _audited(conn)
     before = _snapshot(log)
     _killed_run(log, point)
     with log.connect() as conn:
@@ -653,3 +656,75 @@ def test_mariadb_killed_run_refuses_other_options(mariadb_private_engine: Engine
         pytest.raises(MigrationRefusedError, match=r"interrupted.*same options"),
     ):
         add_uuid7_key(conn, TABLE, column=KEY, order_by=SEQ, batch_size=BATCH)
+
+
+AUDIT = "au`dit 'log'"
+
+
+def _audited(conn: Connection) -> None:
+    """An application UPDATE trigger writing an audit row and touching
+    ``updated`` (MariaDB: ``ON UPDATE CURRENT_TIMESTAMP`` does that itself)."""
+    q = conn.dialect.identifier_preparer.quote
+    t, audit = q(TABLE), q(AUDIT)
+    conn.exec_driver_sql(f"CREATE TABLE {audit} (what VARCHAR(40))")
+    name = conn.dialect.name
+    if name == "mysql":
+        conn.exec_driver_sql(
+            f"ALTER TABLE {t} ADD COLUMN updated TIMESTAMP NOT NULL"
+            " DEFAULT '2001-01-01 00:00:00' ON UPDATE CURRENT_TIMESTAMP"
+        )
+        conn.exec_driver_sql(
+            f"CREATE TRIGGER {q('touch `t`')} AFTER UPDATE ON {t} FOR EACH ROW"
+            f" INSERT INTO {audit} VALUES (CONCAT('upd ', NEW.{q(CODE)}))"
+        )
+        return
+    conn.exec_driver_sql(
+        f"ALTER TABLE {t} ADD COLUMN updated TIMESTAMP NOT NULL DEFAULT '2001-01-01 00:00:00'"
+    )
+    if name == "postgresql":
+        conn.exec_driver_sql(
+            f"CREATE FUNCTION {q('touch f')}() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
+            f" NEW.updated := now(); INSERT INTO {audit} VALUES ('upd ' || NEW.{q(CODE)});"
+            " RETURN NEW; END$$"
+        )
+        conn.exec_driver_sql(
+            f"CREATE TRIGGER {q('touch t')} BEFORE UPDATE ON {t} FOR EACH ROW"
+            f" EXECUTE FUNCTION {q('touch f')}()"
+        )
+    else:
+        conn.exec_driver_sql(
+            f"CREATE TRIGGER {q('touch t')} AFTER UPDATE ON {t} BEGIN"
+            f" UPDATE {t} SET updated = '2099-01-01 00:00:00' WHERE rowid = NEW.rowid"
+            f" AND updated <> '2099-01-01 00:00:00';"
+            f" INSERT INTO {audit} VALUES ('upd ' || NEW.{q(CODE)}); END"
+        )
+
+
+@pytest.mark.parametrize("online", [False, True], ids=["offline", "online"])
+def test_the_fill_is_no_application_update(log: Engine, online: bool) -> None:
+    """The fill writes every row, which is not an application update: no UPDATE
+    trigger fires on it (no audit row, ``updated`` untouched; MariaDB's ``ON
+    UPDATE CURRENT_TIMESTAMP`` keeps its value), and the triggers are there and
+    fire again for the application afterwards (PostgreSQL offline: disabled
+    meanwhile; online: the fill is a replica session; MariaDB: dropped and
+    recreated; SQLite: dropped and replayed)."""
+    if online and log.dialect.name != "postgresql":
+        pytest.skip("online=True is PostgreSQL's (the others refuse it: test_refusals_...)")
+    with log.begin() as conn:
+        _audited(conn)
+    before = _snapshot(log)
+    with log.connect() as conn:
+        add_uuid7_key(conn, TABLE, column=KEY, order_by=SEQ, batch_size=BATCH, online=online)
+        conn.commit()
+    t = sa.table(TABLE, sa.column(CODE), sa.column("updated"), sa.column(SEQ))
+    with log.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(sa.table(AUDIT))).scalar() == 0
+        stamps = set(conn.execute(sa.select(t.c.updated)).scalars())
+        assert {str(s) for s in stamps} == {"2001-01-01 00:00:00"}
+    with log.connect() as conn:
+        drop_uuid7_key(conn, TABLE)
+        conn.commit()
+    assert _snapshot(log) == before  # the triggers exactly as they were
+    with log.begin() as conn:  # and they fire for the application
+        conn.execute(sa.update(t).where(t.c[SEQ] == 1000).values({CODE: "zz"}))
+        assert conn.execute(sa.select(sa.func.count()).select_from(sa.table(AUDIT))).scalar() == 1

@@ -256,7 +256,8 @@ def add_uuid7_key(
             if reached != "keyed":
                 handle = adder.start(connection, plan)
                 done, prev = filled_so_far(connection, plan) if reached == "added" else (0, -1)
-                filled = _fill(connection, plan, adder, handle, ts_type, done, prev)
+                with adder.quiet(connection, plan):
+                    filled = _fill(connection, plan, adder, handle, ts_type, done, prev)
                 if filled != plan.row_count and not opts.online:
                     raise MigrationVerificationError(
                         f"{table}: {filled} rows got a key, {plan.row_count} were counted"

@@ -11,16 +11,22 @@ The runner plans and checks, then calls, in order: :meth:`KeyAdder.start`
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey
+from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.core.reflected import Inspector
+from sqla_ids.migration.core.sql import execute_sql
+
+if TYPE_CHECKING:  # (base.py imports this module)
+    from sqla_ids.migration.backends.base import OnlineStrategy
 
 
 class KeyAdder(ABC):
@@ -59,6 +65,13 @@ class KeyAdder(ABC):
     @abstractmethod
     def undo(self, connection: Connection, plan: AddKeyPlan) -> None:
         """Drop the key column and put back what :meth:`finish` removed."""
+
+    @contextmanager
+    def quiet(self, connection: Connection, plan: AddKeyPlan) -> Iterator[None]:
+        """Around the fill: the application's ``UPDATE`` triggers kept from firing
+        on the fill's writes, which are not application updates (each database
+        its own way; nothing by default)."""
+        yield
 
     @contextmanager
     def batch(self, connection: Connection) -> Iterator[None]:
@@ -100,3 +113,38 @@ def explicit_transaction(connection: Connection) -> Iterator[None]:
         connection.exec_driver_sql("ROLLBACK")
         raise
     connection.exec_driver_sql("COMMIT")
+
+
+#: Tries of an online step that meets the lock timeout (the waits between them:
+#: the database's :meth:`~sqla_ids.migration.backends.base.OnlineStrategy.retry_delays`).
+STEP_ATTEMPTS = 20
+
+
+def autocommit(connection: Connection) -> bool:
+    """Whether each statement commits on its own (an online run's connection)."""
+    return connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+
+
+def online_step(connection: Connection, online: OnlineStrategy, plan: AddKeyPlan, sql: str) -> None:
+    """Run one DDL statement of an online run under the run's ``lock_timeout``
+    (the database's own lock settings, from its online strategy), again after a
+    timeout -- an application's transaction holding the table -- after the
+    strategy's pause: the application's statements never queue behind it for
+    longer. In the caller's transaction (Alembic's, for a downgrade) a timeout
+    would abort it and nothing could be tried again: the statement waits instead."""
+    if not autocommit(connection):
+        execute_sql(connection, sql)
+        return
+    delays = online.retry_delays(STEP_ATTEMPTS)
+    for attempt, delay in enumerate([*delays, None], 1):
+        online.set_lock_timeout(connection, plan.options.lock_timeout, local=False)
+        try:
+            execute_sql(connection, sql)
+            return
+        except Exception as error:
+            if delay is None or not online.is_lock_timeout(error):
+                raise
+            logger.info("%s: %s met the lock timeout (attempt %d)", plan.table, sql, attempt)
+        finally:
+            online.set_lock_timeout(connection, 0, local=False)
+        time.sleep(delay)

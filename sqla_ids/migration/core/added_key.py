@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection
 
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.core.mapping import key_number, key_numbers, new_key, time_point, uuid_type
+from sqla_ids.migration.core.model import ParkedTrigger
 from sqla_ids.migration.core.progress import Progress
 from sqla_ids.migration.core.reflected import create_table, inspect
 from sqla_ids.migration.core.sql import quote_name
@@ -183,7 +184,9 @@ class AddKeyPlan:
     ``order_columns``: the ordering columns (empty: physical order);
     ``original_sql``: SQLite's ``CREATE`` statements of the table, its indexes
     and triggers, replayed verbatim by the downgrade; ``triggers``: MariaDB's
-    ``BEFORE INSERT`` triggers filling new rows' keys; ``handle_column``:
+    ``BEFORE INSERT`` triggers filling new rows' keys; ``parked_triggers``:
+    MariaDB's application ``UPDATE`` triggers, dropped while the fill writes and
+    created again after (a killed run's re-run or drop puts them back); ``handle_column``:
     MariaDB's temporary numbering column, dropped at the end; ``state``:
     :data:`DONE`, or :data:`STARTED` while a run whose DDL commits on its own
     (MariaDB) is under way -- recorded before its first change, so a run killed
@@ -207,6 +210,7 @@ class AddKeyPlan:
     default_sql: str | None = None
     handle_column: str | None = None
     state: str = "done"
+    parked_triggers: list[ParkedTrigger] = field(default_factory=list)
 
     @property
     def order_label(self) -> str:
@@ -234,6 +238,7 @@ class AddKeyPlan:
         data["options"] = AddKeyOptions.from_dict(data["options"])
         if data["unique_key"] is not None:
             data["unique_key"] = UniqueKey(**data["unique_key"])
+        data["parked_triggers"] = [ParkedTrigger(**t) for t in data.get("parked_triggers", [])]
         return cls(**data)
 
 

@@ -18,14 +18,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.migration.backends.add_key import KeyAdder, explicit_transaction
-from sqla_ids.migration.backends.mysql.reflect import _TRIGGER_NAME, MAX_IDENTIFIER_CHARS
+from sqla_ids.migration.backends.mysql.offline import park_triggers, unpark_triggers
+from sqla_ids.migration.backends.mysql.reflect import (
+    _TRIGGER_NAME,
+    MAX_IDENTIFIER_CHARS,
+    preserved_columns,
+    update_triggers,
+)
 from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.mapping import uuid_type
 from sqla_ids.migration.core.model import name_suffix
@@ -105,6 +111,7 @@ class MariaDBKeyAdder(KeyAdder):
                 f"column {auto} is AUTO_INCREMENT (a key in all but name): make it the"
                 " primary key and use migrate_pk_to_uuid7"
             )
+        plan.parked_triggers = update_triggers(connection, {plan.table: {plan.column}})
         plan.handle_column = HANDLE_PREFIX + name_suffix(plan.table)
         if plan.handle_column in {c["name"] for c in inspector.get_columns(plan.table)}:
             found.append(f"column {plan.handle_column} has a name sqla_ids reserves")
@@ -183,7 +190,9 @@ class MariaDBKeyAdder(KeyAdder):
     def undo(self, connection: Connection, plan: AddKeyPlan) -> None:
         """Triggers dropped, then the column (its primary key goes with it) and the
         unique key back, in one rebuild. After a killed run: whichever of them
-        are there (the numbering column too; the unique key only if it went)."""
+        are there (the numbering column too; the unique key only if it went) --
+        and the ``UPDATE`` triggers a run killed in its fill had parked."""
+        unpark_triggers(connection, plan)
         q = functools.partial(quoted, connection)
         execute_sql(connection, f"DROP TEMPORARY TABLE IF EXISTS {q(_scratch_table(plan).name)}")
         for trigger in plan.triggers:
@@ -199,6 +208,21 @@ class MariaDBKeyAdder(KeyAdder):
             clauses.append(f"ADD {unique.definition}")
         if clauses:
             execute_sql(connection, f"ALTER TABLE {q(plan.table)} {', '.join(clauses)}")
+
+    @contextmanager
+    def quiet(self, connection: Connection, plan: AddKeyPlan) -> Iterator[None]:
+        """The application's ``UPDATE`` triggers dropped while the fill writes and
+        created again from their definitions after (as the key migration's
+        offline mode does: :func:`~sqla_ids.migration.backends.mysql.offline.park_triggers`).
+        A failed run puts them back too; a killed one's re-run or drop does."""
+        park_triggers(connection, plan)
+        try:
+            yield
+        except BaseException:
+            with suppress(sa.exc.DBAPIError):  # (unless the connection is what failed)
+                unpark_triggers(connection, plan)
+            raise
+        unpark_triggers(connection, plan)
 
     @contextmanager
     def batch(self, connection: Connection) -> Iterator[None]:
@@ -230,14 +254,18 @@ class MariaDBKeyAdder(KeyAdder):
         connection.execute(
             sa.insert(scratch), [{"h": p["sqla_ids_h0"], "k": p["sqla_ids_key"]} for p in params]
         )
+        # ON UPDATE CURRENT_TIMESTAMP columns assigned to themselves: they keep their values.
+        kept = "".join(f", t.{q(c)} = t.{q(c)}" for c in preserved_columns(connection, plan.table))
         execute_sql(
             connection,
             f"UPDATE {q(plan.table)} t JOIN {q(scratch.name)} n ON t.{q(plan.handle_column)}"
-            f" = n.h SET t.{q(plan.column)} = n.k",
+            f" = n.h SET t.{q(plan.column)} = n.k{kept}",
         )
 
     def abandon(self, connection: Connection, plan: AddKeyPlan) -> None:
-        """Drop the columns a failed run added (those still there)."""
+        """Drop the columns a failed run added (those still there); the parked
+        ``UPDATE`` triggers back."""
+        unpark_triggers(connection, plan)
         q = functools.partial(quoted, connection)
         execute_sql(connection, f"DROP TEMPORARY TABLE IF EXISTS {q(_scratch_table(plan).name)}")
         for trigger in plan.triggers:

@@ -49,6 +49,7 @@ from sqla_ids.migration.backends.mysql.reflect import (
     primary_key,
 )
 from sqla_ids.migration.core import mapping, sizing, state
+from sqla_ids.migration.core.added_key import AddKeyPlan
 from sqla_ids.migration.core.fill import Fill, fill
 from sqla_ids.migration.core.mapping import fill_mapping_in_sql, new_type_sql, segment_sql
 from sqla_ids.migration.core.model import (
@@ -160,7 +161,7 @@ class Swap(Strategy):
         )
 
 
-def park_triggers(connection: Connection, plan: PkMigrationPlan) -> None:
+def park_triggers(connection: Connection, plan: PkMigrationPlan | AddKeyPlan) -> None:
     """Drop the application's ``UPDATE`` triggers on the affected tables before the
     migration's writes: MariaDB/MySQL cannot disable a trigger, and every row is
     rewritten (a trigger setting ``last_update`` or writing an audit row would
@@ -174,7 +175,7 @@ def park_triggers(connection: Connection, plan: PkMigrationPlan) -> None:
         execute_sql(connection, f"DROP TRIGGER IF EXISTS {q(trigger.name)}")
 
 
-def unpark_triggers(connection: Connection, plan: PkMigrationPlan) -> None:
+def unpark_triggers(connection: Connection, plan: PkMigrationPlan | AddKeyPlan) -> None:
     """Create the parked triggers again, each from its original statement, parsed
     in the ``sql_mode`` it was created in (``ANSI_QUOTES``... change what the
     body means); the session's own mode is put back after. In their recorded

@@ -11,7 +11,6 @@ skipped, while the rows still to do keep their ``ctid``.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,11 +19,21 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import UserDefinedType
 
-from sqla_ids.migration.backends.add_key import KeyAdder, explicit_transaction
+from sqla_ids.migration.backends.add_key import (
+    KeyAdder,
+    autocommit,
+    explicit_transaction,
+    online_step,
+)
+from sqla_ids.migration.backends.postgresql.offline import user_trigger_statements
+from sqla_ids.migration.backends.postgresql.online import (
+    PostgreSQLOnline,
+    application_update_triggers,
+    quiet_trigger_refusals,
+)
 from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.mapping import RawType
 from sqla_ids.migration.core.model import name_suffix
-from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.core.sql import execute_sql
 from sqla_ids.types.server_functions import install_uuid7_function, uuid7_column_default_sql
 
@@ -72,6 +81,17 @@ class PostgreSQLKeyAdder(KeyAdder):
             return f"unique index {name} is {'partial' if row.partial else 'on an expression'}"
         kind = "constraint" if row.is_constraint else "index"
         return UniqueKey(name, list(row.columns), kind, row.definition)
+
+    @contextmanager
+    def quiet(self, connection: Connection, plan: AddKeyPlan) -> Iterator[None]:
+        """The table's user triggers disabled during the fill, then enabled again
+        exactly as they were (in the run's transaction: a failure rolls it all back)."""
+        disable, enable = user_trigger_statements(connection, [plan.table])
+        for sql in disable:
+            execute_sql(connection, sql)
+        yield
+        for sql in enable:
+            execute_sql(connection, sql)
 
     def start(self, connection: Connection, plan: AddKeyPlan) -> list[sa.ColumnElement[Any]]:
         """``ADD COLUMN`` (no default: no rewrite); the rows' handle is ``ctid``."""
@@ -138,8 +158,11 @@ def _qualified_index(connection: Connection, table: str, index: str) -> str:
     return f"{schema}.{quoted(connection, index)}"
 
 
-#: Attempts of an online step that meets the lock timeout, and the first pause.
-_ATTEMPTS, _FIRST_PAUSE = 40, 0.05
+#: The online strategy, for its session settings (``lock_timeout``) and errors.
+_SESSIONS = PostgreSQLOnline()
+
+#: ``connection.info`` key: the online fill's batches run as a replica session.
+_REPLICA = "sqla_ids_add_key_replica"
 
 
 class PostgreSQLOnlineKeyAdder(PostgreSQLKeyAdder):
@@ -176,7 +199,7 @@ class PostgreSQLOnlineKeyAdder(PostgreSQLKeyAdder):
                 "online=True needs server_default=True: rows the application inserts"
                 " meanwhile get their key from it"
             )
-        return found
+        return found + quiet_trigger_refusals(connection, [plan.table])
 
     def reached(self, connection: Connection, plan: AddKeyPlan) -> str:
         """From the catalog: no column, ``"nothing"``; the column without the
@@ -217,9 +240,25 @@ class PostgreSQLOnlineKeyAdder(PostgreSQLKeyAdder):
         return [sa.literal_column("ctid", Tid())]
 
     @contextmanager
+    def quiet(self, connection: Connection, plan: AddKeyPlan) -> Iterator[None]:
+        """The application needs its ``UPDATE`` triggers meanwhile: the fill's
+        batches run as a replica session instead, where they do not fire
+        (:meth:`batch`) -- when the table has any (the role may set it: checked
+        by :meth:`problems`)."""
+        connection.info[_REPLICA] = bool(application_update_triggers(connection, plan.table))
+        try:
+            yield
+        finally:
+            connection.info.pop(_REPLICA, None)
+
+    @contextmanager
     def batch(self, connection: Connection) -> Iterator[None]:
         """One short transaction per batch (its row locks held that long only)."""
         with explicit_transaction(connection):
+            if connection.info.get(_REPLICA):
+                connection.exec_driver_sql(
+                    "SELECT set_config('session_replication_role', 'replica', true)"
+                )
             yield
 
     def write_batch(
@@ -314,7 +353,7 @@ class PostgreSQLOnlineKeyAdder(PostgreSQLKeyAdder):
         if connection.execute(
             sa.text("SELECT to_regclass(:i) IS NOT NULL"), {"i": qualified}
         ).scalar_one():  # (a run stopped between the index build and the primary key)
-            how = "CONCURRENTLY " if _autocommit(connection) else ""
+            how = "CONCURRENTLY " if autocommit(connection) else ""
             _step(connection, plan, f"DROP INDEX {how}{qualified}")
         _step(
             connection, plan, f"ALTER TABLE {q(plan.table)} DROP COLUMN IF EXISTS {q(plan.column)}"
@@ -335,34 +374,7 @@ def _primary_key_name(plan: AddKeyPlan) -> str:
     return name if len(name.encode()) <= 63 else _online_names(plan)[0]
 
 
-def _autocommit(connection: Connection) -> bool:
-    """Whether each statement commits on its own (the online run's connection)."""
-    return connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
-
-
 def _step(connection: Connection, plan: AddKeyPlan, sql: str) -> None:
-    """Run one DDL statement under the run's ``lock_timeout``, again after a
-    timeout (an application's transaction holding the table), with growing
-    pauses: the application's statements never queue behind it for longer."""
-    from sqla_ids.migration.backends.postgresql.online import PostgreSQLOnline
-
-    if not _autocommit(connection):
-        # In the caller's transaction (Alembic's, for a downgrade): a lock timeout
-        # would abort it, and nothing could be tried again; it waits instead.
-        execute_sql(connection, sql)
-        return
-    online = PostgreSQLOnline()
-    pause = _FIRST_PAUSE
-    for attempt in range(1, _ATTEMPTS + 1):
-        online.set_lock_timeout(connection, plan.options.lock_timeout, local=False)
-        try:
-            execute_sql(connection, sql)
-            return
-        except sa.exc.DBAPIError as error:
-            if not online.is_lock_timeout(error) or attempt == _ATTEMPTS:
-                raise
-            logger.info("%s: %s met the lock timeout (attempt %d)", plan.table, sql, attempt)
-        finally:
-            online.set_lock_timeout(connection, 0, local=False)
-        time.sleep(pause)
-        pause = min(pause * 2, 2.0)
+    """:func:`~sqla_ids.migration.backends.add_key.online_step` with PostgreSQL's
+    ``lock_timeout`` (at most half its ``deadlock_timeout``)."""
+    online_step(connection, _SESSIONS, plan, sql)

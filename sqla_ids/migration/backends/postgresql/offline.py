@@ -61,7 +61,7 @@ from sqla_ids.migration.core.model import (
 )
 from sqla_ids.migration.core.phases import Recorded
 from sqla_ids.migration.core.progress import Progress
-from sqla_ids.migration.core.sql import execute_sql, literal, view_error
+from sqla_ids.migration.core.sql import execute_sql, literal, quote_name, view_error
 
 
 class _Op(NamedTuple):
@@ -206,11 +206,20 @@ def _rewrites(q: Callable[[str], str], clauses: dict[str, list[str]]) -> list[_O
 
 
 def _trigger_ops(connection: Connection, plan: PkMigrationPlan) -> tuple[list[_Op], list[_Op]]:
-    """Disable the user triggers that fire now on the affected tables; enable them
-    again as they were (``ALWAYS``/``REPLICA`` kept)."""
-    q = connection.dialect.identifier_preparer.quote
+    """:func:`user_trigger_statements` of the affected tables, as steps."""
+    disable, enable = user_trigger_statements(connection, plan.affected_tables)
+    return [_Op(sql) for sql in disable], [_Op(sql) for sql in enable]
+
+
+def user_trigger_statements(
+    connection: Connection, tables: list[str]
+) -> tuple[list[str], list[str]]:
+    """``DISABLE`` the user triggers that fire now on ``tables``; ``ENABLE`` them
+    again as they were (``ALWAYS``/``REPLICA`` kept). The statements are for
+    :func:`~sqla_ids.migration.core.sql.execute_sql` (names quoted as they read)."""
+    q = partial(quote_name, connection.dialect)
     found = []
-    for t in plan.affected_tables:
+    for t in tables:
         for name, enabled in connection.execute(
             sa.text(
                 "SELECT g.tgname, g.tgenabled FROM pg_trigger g"
@@ -220,9 +229,9 @@ def _trigger_ops(connection: Connection, plan: PkMigrationPlan) -> tuple[list[_O
             _params(connection, t),
         ).all():
             found.append((t, name, enabled))
-    disable = [_Op(f"ALTER TABLE {q(t)} DISABLE TRIGGER {q(name)}") for t, name, _ in found]
+    disable = [f"ALTER TABLE {q(t)} DISABLE TRIGGER {q(name)}" for t, name, _ in found]
     enable = [
-        _Op(f"ALTER TABLE {q(t)} ENABLE {_TRIGGER_MODE[enabled]}TRIGGER {q(name)}")
+        f"ALTER TABLE {q(t)} ENABLE {_TRIGGER_MODE[enabled]}TRIGGER {q(name)}"
         for t, name, enabled in found
     ]
     return disable, enable

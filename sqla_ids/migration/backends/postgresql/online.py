@@ -93,7 +93,7 @@ from sqla_ids.migration.core.names import (
     references,
 )
 from sqla_ids.migration.core.reflected import inspect
-from sqla_ids.migration.core.sql import Statement, literal_for
+from sqla_ids.migration.core.sql import Statement, literal_for, quote_name
 from sqla_ids.types.server_functions import uuid7_function_create_sql
 
 # The trigger functions' bodies are dollar-quoted with this tag; names inside
@@ -1038,51 +1038,8 @@ class PostgreSQLOnline(OnlineStrategy):
                         " new column and PostgreSQL cannot make an index a constraint on a"
                         " partitioned table (USING INDEX); migrate offline (online=False)"
                     )
-        problems += self._trigger_refusals(connection, plan)
+        problems += quiet_trigger_refusals(connection, plan.affected_tables)
         problems += versions.version_refusals(connection, plan)
-        return problems
-
-    def _trigger_refusals(self, connection: Connection, plan: PkMigrationPlan) -> list[str]:
-        """The backfill keeps the application's UPDATE triggers quiet as a replica
-        session: this role must be allowed that, and no such trigger may fire in
-        replica sessions (it would then fire on the backfill)."""
-        problems = []
-        quiet_needed = []
-        q = connection.dialect.identifier_preparer.quote
-        for table in plan.affected_tables:
-            for name, enabled, on in application_update_triggers(connection, table):
-                here = qualified(connection, on)
-                if enabled in ("A", "R"):
-                    how = "ALWAYS" if enabled == "A" else "REPLICA"
-                    problems.append(
-                        f"trigger {q(name)} on {here} is ENABLE {how} and would fire on every"
-                        " row the backfill writes; enable it for origin sessions only for the"
-                        f" migration (ALTER TABLE {here} ENABLE TRIGGER {q(name)}), or migrate"
-                        " offline (online=False)"
-                    )
-                else:
-                    quiet_needed.append(f"{q(name)} on {here}")
-        if quiet_needed:
-            allowed = connection.execute(
-                sa.text(
-                    "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
-                    + (
-                        " UNION ALL SELECT has_parameter_privilege('session_replication_role',"
-                        " 'SET')"
-                        if (connection.dialect.server_version_info or (0,)) >= (15,)
-                        else ""
-                    )
-                )
-            ).scalars()
-            if not any(allowed):
-                role = connection.execute(sa.text("SELECT current_user")).scalar_one()
-                problems.append(
-                    f"the triggers {', '.join(quiet_needed)} fire on UPDATE, and the backfill"
-                    " writes every row: it keeps them quiet as a replica session"
-                    " (session_replication_role = replica), which this role may not set;"
-                    f" run it as a superuser, or GRANT SET ON PARAMETER session_replication_role"
-                    f" TO {_q(connection, str(role))} (PostgreSQL 15+)"
-                )
         return problems
 
     # --- sessions ------------------------------------------------------------------
@@ -1418,13 +1375,58 @@ _UPDATE_TRIGGERS = (
 _NOT_A_CLONE = " AND g.tgparentid = 0"  # (PostgreSQL 13+; before, a clone is internal)
 
 
+def quiet_trigger_refusals(connection: Connection, tables: list[str]) -> list[str]:
+    """A backfill of ``tables`` keeps the application's UPDATE triggers quiet as a
+    replica session: this role must be allowed that, and no such trigger may
+    fire in replica sessions (it would then fire on the backfill)."""
+    problems = []
+    quiet_needed = []
+    q = connection.dialect.identifier_preparer.quote
+    for table in tables:
+        for name, enabled, on in application_update_triggers(connection, table):
+            here = qualified(connection, on)
+            if enabled in ("A", "R"):
+                how = "ALWAYS" if enabled == "A" else "REPLICA"
+                problems.append(
+                    f"trigger {q(name)} on {here} is ENABLE {how} and would fire on every"
+                    " row the backfill writes; enable it for origin sessions only for the"
+                    f" migration (ALTER TABLE {here} ENABLE TRIGGER {q(name)}), or migrate"
+                    " offline (online=False)"
+                )
+            else:
+                quiet_needed.append(f"{q(name)} on {here}")
+    if quiet_needed:
+        allowed = connection.execute(
+            sa.text(
+                "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+                + (
+                    " UNION ALL SELECT has_parameter_privilege('session_replication_role', 'SET')"
+                    if (connection.dialect.server_version_info or (0,)) >= (15,)
+                    else ""
+                )
+            )
+        ).scalars()
+        if not any(allowed):
+            role = connection.execute(sa.text("SELECT current_user")).scalar_one()
+            problems.append(
+                f"the triggers {', '.join(quiet_needed)} fire on UPDATE, and the backfill"
+                " writes every row: it keeps them quiet as a replica session"
+                " (session_replication_role = replica), which this role may not set;"
+                f" run it as a superuser, or GRANT SET ON PARAMETER session_replication_role"
+                f" TO {_q(connection, str(role))} (PostgreSQL 15+)"
+            )
+    return problems
+
+
 def application_update_triggers(connection: Connection, table: str) -> list[tuple[str, str, str]]:
     """``(name, tgenabled, table)`` of the application's triggers firing on UPDATE of
     ``table`` or of a table below it."""
     sql = _UPDATE_TRIGGERS
     if (connection.dialect.server_version_info or (0,)) >= (13,):
         sql += _NOT_A_CLONE
-    rows = connection.execute(sa.text(sql + " ORDER BY 3, 1"), {"t": _q(connection, table)}).all()
+    # (Bound as the name reads: the preparer's quoting doubles a % for the driver.)
+    bound = {"t": quote_name(connection.dialect, table)}
+    rows = connection.execute(sa.text(sql + " ORDER BY 3, 1"), bound).all()
     return [(str(n), str(e), str(on)) for n, e, on in rows if not is_object_name(n)]
 
 

@@ -18,7 +18,8 @@ and ``legacy_alter_table`` keeps other tables' ``REFERENCES`` on the name.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -123,6 +124,22 @@ class SQLiteKeyAdder(KeyAdder):
                     " keep_unique_key=True"
                 )
         return found
+
+    @contextmanager
+    def quiet(self, connection: Connection, plan: AddKeyPlan) -> Iterator[None]:
+        r"""The table's triggers dropped while the fill writes (its ``UPDATE``\ s are
+        not the application's), created again from their own SQL after -- in the
+        run's transaction: a failure rolls it all back."""
+        triggers = connection.exec_driver_sql(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?"
+            " ORDER BY rowid",
+            (plan.table,),
+        ).all()
+        for name, _sql in triggers:
+            connection.exec_driver_sql(f"DROP TRIGGER {quoted(connection, name)}")
+        yield
+        for _name, sql in triggers:
+            connection.exec_driver_sql(sql)
 
     def start(self, connection: Connection, plan: AddKeyPlan) -> list[sa.ColumnElement[Any]]:
         """The nullable key column; rows are found by their row id."""
