@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
+from audit_triggers import audited
 from sqlalchemy.engine import Engine
 
 import sqla_ids.alembic
@@ -222,3 +223,34 @@ def test_autogenerate_numbers_existing_rows_in_key_order(
             conn.rollback()
             conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
             conn.commit()
+
+
+def test_numbering_the_rows_is_no_application_update(private_engine: Engine) -> None:
+    """``op.add_order_number_column`` writes every existing row: the table's
+    UPDATE triggers do not fire on it (no audit row, ``updated`` untouched;
+    MariaDB's ``ON UPDATE CURRENT_TIMESTAMP`` keeps its value), and they are
+    there and fire for the application afterwards."""
+    engine = private_engine
+    name = 'or`ders "ü"'
+    t = sa.Table(name, sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True))
+    t.create(engine)
+    with engine.begin() as conn:
+        conn.execute(t.insert(), [{"id": 30}, {"id": 10}, {"id": 20}])
+        audited(conn, name, "au'dit", "id")
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn)
+        with context.begin_transaction():
+            Operations(context).add_order_number_column(
+                name, "number", FormattedOrderNumber(KEY, sequence="or_seq")
+            )
+        conn.commit()
+    rows = sa.table(name, sa.column("id"), sa.column("number"), sa.column("updated"))
+    audit = sa.select(sa.func.count()).select_from(sa.table("au'dit"))
+    with engine.connect() as conn:
+        assert conn.execute(audit).scalar() == 0
+        found = conn.execute(sa.select(rows.c.updated, rows.c.number)).all()
+        assert {str(when) for when, _ in found} == {"2001-01-01 00:00:00"}
+        assert all(number for _, number in found)
+    with engine.begin() as conn:
+        conn.execute(sa.update(rows).where(rows.c.id == 10).values(id=11))
+        assert conn.execute(audit).scalar() == 1

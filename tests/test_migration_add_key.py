@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
+from audit_triggers import audited
 from sqlalchemy.engine import Connection, Engine
 
 import sqla_ids.alembic  # noqa: F401 - registers op.add_uuid7_key
@@ -662,42 +663,7 @@ AUDIT = "au`dit 'log'"
 
 
 def _audited(conn: Connection) -> None:
-    """An application UPDATE trigger writing an audit row and touching
-    ``updated`` (MariaDB: ``ON UPDATE CURRENT_TIMESTAMP`` does that itself)."""
-    q = conn.dialect.identifier_preparer.quote
-    t, audit = q(TABLE), q(AUDIT)
-    conn.exec_driver_sql(f"CREATE TABLE {audit} (what VARCHAR(40))")
-    name = conn.dialect.name
-    if name == "mysql":
-        conn.exec_driver_sql(
-            f"ALTER TABLE {t} ADD COLUMN updated TIMESTAMP NOT NULL"
-            " DEFAULT '2001-01-01 00:00:00' ON UPDATE CURRENT_TIMESTAMP"
-        )
-        conn.exec_driver_sql(
-            f"CREATE TRIGGER {q('touch `t`')} AFTER UPDATE ON {t} FOR EACH ROW"
-            f" INSERT INTO {audit} VALUES (CONCAT('upd ', NEW.{q(CODE)}))"
-        )
-        return
-    conn.exec_driver_sql(
-        f"ALTER TABLE {t} ADD COLUMN updated TIMESTAMP NOT NULL DEFAULT '2001-01-01 00:00:00'"
-    )
-    if name == "postgresql":
-        conn.exec_driver_sql(
-            f"CREATE FUNCTION {q('touch f')}() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
-            f" NEW.updated := now(); INSERT INTO {audit} VALUES ('upd ' || NEW.{q(CODE)});"
-            " RETURN NEW; END$$"
-        )
-        conn.exec_driver_sql(
-            f"CREATE TRIGGER {q('touch t')} BEFORE UPDATE ON {t} FOR EACH ROW"
-            f" EXECUTE FUNCTION {q('touch f')}()"
-        )
-    else:
-        conn.exec_driver_sql(
-            f"CREATE TRIGGER {q('touch t')} AFTER UPDATE ON {t} BEGIN"
-            f" UPDATE {t} SET updated = '2099-01-01 00:00:00' WHERE rowid = NEW.rowid"
-            f" AND updated <> '2099-01-01 00:00:00';"
-            f" INSERT INTO {audit} VALUES ('upd ' || NEW.{q(CODE)}); END"
-        )
+    audited(conn, TABLE, AUDIT, CODE)
 
 
 @pytest.mark.parametrize("online", [False, True], ids=["offline", "online"])

@@ -12,10 +12,13 @@ import secrets
 
 import pytest
 import sqlalchemy as sa
+from audit_triggers import audited
 from dbsnapshot import relations, rows, schema
 from sqlalchemy.engine import Connection, Engine
 
+from sqla_ids import UUIDv7
 from sqla_ids.errors import MigrationRefusedError
+from sqla_ids.identifiers import uuid7
 from sqla_ids.migration import (
     PkMigrationOptions,
     migrate_pk_to_uuid7,
@@ -139,6 +142,38 @@ def test_columns_set_on_update_keep_their_values(private_engine: Engine) -> None
         restore_pk_from_uuid7(conn, "parent")
         conn.commit()
     _same(_snapshot(engine), before)
+
+
+def test_the_undo_writing_rows_is_no_application_update(private_engine: Engine) -> None:
+    """The undo writes the parent's rows (old keys back; a row created since the
+    migration numbered): the application's UPDATE triggers do not fire on it
+    (no audit row, ``updated`` untouched), and are back and firing after."""
+    engine = private_engine
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE parent (id INTEGER PRIMARY KEY, name VARCHAR(20))")
+        conn.exec_driver_sql(
+            "CREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER REFERENCES parent(id))"
+        )
+        conn.exec_driver_sql("INSERT INTO parent VALUES (1, 'a'), (2, 'b')")
+        conn.exec_driver_sql("INSERT INTO child VALUES (1, 1), (2, 2)")
+        audited(conn, "parent", "au'dit", "name")
+    audit = sa.select(sa.func.count()).select_from(sa.table("au'dit"))
+    with engine.connect() as conn:
+        migrate_pk_to_uuid7(conn, "parent", acknowledged_routines=["touch t", "touch `t`"])
+        conn.commit()
+    parent = sa.table("parent", sa.column("id", UUIDv7()), sa.column("name"))
+    with engine.begin() as conn:  # created since (SQLite: the application makes the key)
+        conn.execute(sa.insert(parent).values(id=uuid7(), name="new"))
+    with engine.connect() as conn:
+        restore_pk_from_uuid7(conn, "parent")
+        conn.commit()
+        assert conn.execute(audit).scalar() == 0
+        rows = conn.exec_driver_sql("SELECT id, name, updated FROM parent ORDER BY id").all()
+    assert [(i, n) for i, n, _ in rows] == [(1, "a"), (2, "b"), (3, "new")]
+    assert {str(when) for *_, when in rows} == {"2001-01-01 00:00:00"}
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE parent SET name = 'c' WHERE id = 3")
+        assert conn.execute(audit).scalar() == 1
 
 
 # -- 2. PostgreSQL partitions and inheritance -----------------------------------------

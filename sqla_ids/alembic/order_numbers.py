@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import sqlalchemy as sa
@@ -47,6 +48,7 @@ from sqla_ids.alembic.render import import_operations, render_item
 from sqla_ids.dialects import UnsupportedDialectError, for_dialect
 from sqla_ids.dialects.order_number_owner import OrderNumberOwner, OwnedSequence
 from sqla_ids.errors import MigrationRefusedError
+from sqla_ids.migration.backends import backend_for
 from sqla_ids.types.order_number import FormattedOrderNumber
 from sqla_ids.types.order_number_ddl import order_number_check_name
 from sqla_ids.types.order_number_sequence import OrderNumberSequence
@@ -389,6 +391,19 @@ def _sequence_bind(operations: Operations, name: str) -> sa.Connection:
     return bind
 
 
+def _quiet_writes(
+    connection: sa.Connection, table: str, schema: str | None
+) -> AbstractContextManager[tuple[str, ...]]:
+    """The migration backend's :meth:`~sqla_ids.migration.backends.base.RowWrites.quiet`;
+    on a database without one (CockroachDB, YugabyteDB: no key migration), the
+    rows are written plainly, as before."""
+    try:
+        backend = backend_for(connection)
+    except UnsupportedDialectError:
+        return nullcontext(())
+    return backend.writes.quiet(connection, table, schema)
+
+
 @Operations.implementation_for(AddOrderNumberColumnOp)
 def add_order_number_column(operations: Operations, operation: AddOrderNumberColumnOp) -> None:
     """Create the sequence, add and fill the column, then constrain it."""
@@ -405,40 +420,57 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
         sa.column(operation.column_name),
         schema=schema,
     )
-    # Plain string storage: the type's CHECK and default are added below.
-    operations.add_column(
-        operation.table_name,
-        sa.Column(
-            operation.column_name,
-            sa.String(type_.order_numbers.format.max_length),
-            nullable=True,
-        ),
-        schema=schema,
-    )
-    sequence.create(
-        connection, schema, OrderNumberOwner(operation.table_name, operation.column_name)
-    )
-    keys = (
-        connection.execute(
-            sa.select(table.c[operation.key_column]).order_by(
-                table.c[order_by], table.c[operation.key_column]
+    # The numbering writes every row, which is no application update: the table's
+    # UPDATE triggers are kept quiet (before the first change: a refusal changes
+    # nothing), MariaDB's ON UPDATE CURRENT_TIMESTAMP columns keep their values.
+    with _quiet_writes(connection, operation.table_name, schema) as kept:
+        # Plain string storage: the type's CHECK and default are added below.
+        operations.add_column(
+            operation.table_name,
+            sa.Column(
+                operation.column_name,
+                sa.String(type_.order_numbers.format.max_length),
+                nullable=True,
+            ),
+            schema=schema,
+        )
+        sequence.create(
+            connection, schema, OrderNumberOwner(operation.table_name, operation.column_name)
+        )
+        keys = (
+            connection.execute(
+                sa.select(table.c[operation.key_column]).order_by(
+                    table.c[order_by], table.c[operation.key_column]
+                )
+            )
+            .scalars()
+            .all()
+        )
+        written = sa.table(
+            operation.table_name,
+            *map(sa.column, dict.fromkeys([operation.key_column, operation.column_name, *kept])),
+            schema=schema,
+        )
+        update = (
+            written.update()
+            .where(written.c[operation.key_column] == sa.bindparam("_key"))
+            .values(
+                {
+                    operation.column_name: sa.bindparam("_number"),
+                    **{c: written.c[c] for c in kept},  # (they keep their values)
+                }
             )
         )
-        .scalars()
-        .all()
-    )
-    update = (
-        table.update()
-        .where(table.c[operation.key_column] == sa.bindparam("_key"))
-        .values({operation.column_name: sa.bindparam("_number")})
-    )
-    for start in range(0, len(keys), _BACKFILL_BATCH):
-        chunk = keys[start : start + _BACKFILL_BATCH]
-        # Numbers come from the sequence in the table's schema, where it was created.
-        connection.execute(
-            update,
-            [{"_key": key, "_number": sequence.next_number(connection, schema)} for key in chunk],
-        )
+        for start in range(0, len(keys), _BACKFILL_BATCH):
+            chunk = keys[start : start + _BACKFILL_BATCH]
+            # Numbers come from the sequence in the table's schema, where it was created.
+            connection.execute(
+                update,
+                [
+                    {"_key": key, "_number": sequence.next_number(connection, schema)}
+                    for key in chunk
+                ],
+            )
     operations.create_index(
         order_number_index_name(operation.table_name, operation.column_name),
         operation.table_name,

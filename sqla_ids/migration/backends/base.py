@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -80,8 +80,10 @@ class Strategy(ABC):
 
     @contextmanager
     def quiet(self, connection: Connection, plan: PkMigrationPlan) -> Iterator[None]:
-        """Run the block without firing the affected tables' triggers where the
-        database allows it (PostgreSQL); elsewhere as it is."""
+        """Run the block without firing the application's triggers on the
+        migration's writes, each database its way (PostgreSQL disables them,
+        MariaDB parks its UPDATE triggers, SQLite drops and replays the migrated
+        table's); nothing by default."""
         yield
 
     @abstractmethod
@@ -370,6 +372,19 @@ class Reflection(Protocol):
         """The old key's next value, numbering rows inserted after the migration on downgrade."""
 
 
+class RowWrites(Protocol):
+    """What a run writing every row of a table needs around its writes, which are
+    not application updates (the backend's ``writes`` module)."""
+
+    def quiet(
+        self, connection: Connection, table: str, schema: str | None = None
+    ) -> AbstractContextManager[tuple[str, ...]]:
+        """Keep ``table``'s ``UPDATE`` triggers from firing inside (each database
+        its way), back exactly as they were after; yields the columns every
+        ``UPDATE`` inside must assign to themselves (MariaDB's ``ON UPDATE
+        CURRENT_TIMESTAMP``). Refuses, before any change, what it cannot do."""
+
+
 class PreflightReads(Protocol):
     """What a dry run reads from a database and the statements it shows (each
     backend's ``preflight`` module; see :mod:`sqla_ids.migration.dry_run`)."""
@@ -416,6 +431,9 @@ class MigrationBackend:
     key_adder: ClassVar[KeyAdder | None] = None
     """How a UUIDv7 primary key is added to a table without one
     (:func:`sqla_ids.migration.add_uuid7_key`), where the database has it."""
+    writes: ClassVar[RowWrites]
+    """How a run writes every row of a table without it passing for application
+    updates (the backend's ``writes`` module)."""
     online_key_adder: ClassVar[KeyAdder | None] = None
     """The same while the application keeps writing (``online=True``), where the
     database has it."""

@@ -23,10 +23,11 @@ from sqla_ids.migration.backends.base import (
     OnlineStrategy,
     PreflightReads,
     Reflection,
+    RowWrites,
     Strategy,
     refuse_database,
 )
-from sqla_ids.migration.backends.mysql import preflight, reflect
+from sqla_ids.migration.backends.mysql import preflight, reflect, writes
 from sqla_ids.migration.backends.mysql.add_key import MariaDBKeyAdder
 from sqla_ids.migration.backends.mysql.offline import Swap
 from sqla_ids.migration.backends.mysql.online import MariaDBOnline
@@ -49,6 +50,7 @@ class MariaDBBackend(MigrationBackend):
     identifier_quote: ClassVar[str] = reflect.IDENTIFIER_QUOTE
     reflect: ClassVar[Reflection] = reflect
     preflight: ClassVar[PreflightReads] = preflight
+    writes: ClassVar[RowWrites] = writes
     strategy: ClassVar[Strategy] = Swap()
     key_adder: ClassVar[KeyAdder | None] = MariaDBKeyAdder()
     online: ClassVar[OnlineStrategy | None] = MariaDBOnline()

@@ -28,7 +28,7 @@ so the migration's writes do not touch those values.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import partial
 from typing import NamedTuple
@@ -55,6 +55,7 @@ from sqla_ids.migration.core.mapping import fill_mapping_in_sql, new_type_sql, s
 from sqla_ids.migration.core.model import (
     OLD_COLUMN_COMMENT,
     ColumnDefinition,
+    ParkedTrigger,
     PkMigrationPlan,
     refuse,
 )
@@ -170,8 +171,13 @@ def park_triggers(connection: Connection, plan: PkMigrationPlan | AddKeyPlan) ->
     :func:`unpark_triggers` recreates them when run again (``IF EXISTS``:
     repeatable). The offline mode runs with the application's writers paused:
     none misses a trigger meanwhile."""
+    park(connection, plan.parked_triggers)
+
+
+def park(connection: Connection, triggers: Sequence[ParkedTrigger]) -> None:
+    """Drop ``triggers`` (``IF EXISTS``: repeatable)."""
     q = connection.dialect.identifier_preparer.quote
-    for trigger in plan.parked_triggers:
+    for trigger in triggers:
         execute_sql(connection, f"DROP TRIGGER IF EXISTS {q(trigger.name)}")
 
 
@@ -180,6 +186,11 @@ def unpark_triggers(connection: Connection, plan: PkMigrationPlan | AddKeyPlan) 
     in the ``sql_mode`` it was created in (``ANSI_QUOTES``... change what the
     body means); the session's own mode is put back after. In their recorded
     order, so triggers of the same timing fire in the order they did."""
+    unpark(connection, plan.parked_triggers)
+
+
+def unpark(connection: Connection, triggers: Sequence[ParkedTrigger]) -> None:
+    """Create those of ``triggers`` that are missing (see :func:`unpark_triggers`)."""
     existing = set(
         connection.execute(
             sa.text(
@@ -188,7 +199,7 @@ def unpark_triggers(connection: Connection, plan: PkMigrationPlan | AddKeyPlan) 
             )
         ).scalars()
     )
-    missing = [t for t in plan.parked_triggers if t.name not in existing]
+    missing = [t for t in triggers if t.name not in existing]
     if not missing:
         return
     session_mode = connection.execute(sa.text("SELECT @@SESSION.sql_mode")).scalar_one()

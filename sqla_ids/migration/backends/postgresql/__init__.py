@@ -18,10 +18,11 @@ from sqla_ids.migration.backends.base import (
     OnlineStrategy,
     PreflightReads,
     Reflection,
+    RowWrites,
     Strategy,
     refuse_database,
 )
-from sqla_ids.migration.backends.postgresql import preflight, reflect
+from sqla_ids.migration.backends.postgresql import preflight, reflect, writes
 from sqla_ids.migration.backends.postgresql.add_key import (
     PostgreSQLKeyAdder,
     PostgreSQLOnlineKeyAdder,
@@ -53,6 +54,7 @@ class PostgreSQLBackend(MigrationBackend):
     identifier_quote: ClassVar[str] = reflect.IDENTIFIER_QUOTE
     reflect: ClassVar[Reflection] = reflect
     preflight: ClassVar[PreflightReads] = preflight
+    writes: ClassVar[RowWrites] = writes
     strategy: ClassVar[Strategy] = AlterType()
     key_adder: ClassVar[KeyAdder | None] = PostgreSQLKeyAdder()
     online_key_adder: ClassVar[KeyAdder | None] = PostgreSQLOnlineKeyAdder()

@@ -25,7 +25,7 @@ from sqla_ids.migration.backends.add_key import (
     explicit_transaction,
     online_step,
 )
-from sqla_ids.migration.backends.postgresql.offline import user_trigger_statements
+from sqla_ids.migration.backends.postgresql import writes
 from sqla_ids.migration.backends.postgresql.online import (
     PostgreSQLOnline,
     application_update_triggers,
@@ -86,12 +86,8 @@ class PostgreSQLKeyAdder(KeyAdder):
     def quiet(self, connection: Connection, plan: AddKeyPlan) -> Iterator[None]:
         """The table's user triggers disabled during the fill, then enabled again
         exactly as they were (in the run's transaction: a failure rolls it all back)."""
-        disable, enable = user_trigger_statements(connection, [plan.table])
-        for sql in disable:
-            execute_sql(connection, sql)
-        yield
-        for sql in enable:
-            execute_sql(connection, sql)
+        with writes.quiet(connection, plan.table):
+            yield
 
     def start(self, connection: Connection, plan: AddKeyPlan) -> list[sa.ColumnElement[Any]]:
         """``ADD COLUMN`` (no default: no rewrite); the rows' handle is ``ctid``."""

@@ -50,6 +50,7 @@ from sqla_ids.migration.backends.postgresql.reflect import (
     _sequence_name,
     _sequence_options,
 )
+from sqla_ids.migration.backends.postgresql.writes import user_trigger_statements
 from sqla_ids.migration.core import sizing
 from sqla_ids.migration.core.mapping import fill_mapping_in_sql, new_type_sql, segment_sql
 from sqla_ids.migration.core.model import (
@@ -61,7 +62,7 @@ from sqla_ids.migration.core.model import (
 )
 from sqla_ids.migration.core.phases import Recorded
 from sqla_ids.migration.core.progress import Progress
-from sqla_ids.migration.core.sql import execute_sql, literal, quote_name, view_error
+from sqla_ids.migration.core.sql import execute_sql, literal, view_error
 
 
 class _Op(NamedTuple):
@@ -75,10 +76,6 @@ class _Op(NamedTuple):
     """A foreign key added back: validated, it proved every reference."""
     view: View | None = None
     """A view recreated: a failure names it and the way out."""
-
-
-_TRIGGER_MODE = {"O": "", "A": "ALWAYS ", "R": "REPLICA "}
-"""``pg_trigger.tgenabled`` -> the ``ENABLE ... TRIGGER`` that sets it again."""
 
 
 class AlterType(Strategy):
@@ -209,32 +206,6 @@ def _trigger_ops(connection: Connection, plan: PkMigrationPlan) -> tuple[list[_O
     """:func:`user_trigger_statements` of the affected tables, as steps."""
     disable, enable = user_trigger_statements(connection, plan.affected_tables)
     return [_Op(sql) for sql in disable], [_Op(sql) for sql in enable]
-
-
-def user_trigger_statements(
-    connection: Connection, tables: list[str]
-) -> tuple[list[str], list[str]]:
-    """``DISABLE`` the user triggers that fire now on ``tables``; ``ENABLE`` them
-    again as they were (``ALWAYS``/``REPLICA`` kept). The statements are for
-    :func:`~sqla_ids.migration.core.sql.execute_sql` (names quoted as they read)."""
-    q = partial(quote_name, connection.dialect)
-    found = []
-    for t in tables:
-        for name, enabled in connection.execute(
-            sa.text(
-                "SELECT g.tgname, g.tgenabled FROM pg_trigger g"
-                " WHERE g.tgrelid = to_regclass(:t) AND NOT g.tgisinternal"
-                " AND g.tgparentid = 0 AND g.tgenabled <> 'D' ORDER BY 1"
-            ),
-            _params(connection, t),
-        ).all():
-            found.append((t, name, enabled))
-    disable = [f"ALTER TABLE {q(t)} DISABLE TRIGGER {q(name)}" for t, name, _ in found]
-    enable = [
-        f"ALTER TABLE {q(t)} ENABLE {_TRIGGER_MODE[enabled]}TRIGGER {q(name)}"
-        for t, name, enabled in found
-    ]
-    return disable, enable
 
 
 def _around(connection: Connection, plan: PkMigrationPlan) -> tuple[list[_Op], list[_Op]]:

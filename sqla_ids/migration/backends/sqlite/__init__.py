@@ -14,9 +14,10 @@ from sqla_ids.migration.backends.base import (
     MigrationBackend,
     PreflightReads,
     Reflection,
+    RowWrites,
     Strategy,
 )
-from sqla_ids.migration.backends.sqlite import preflight, reflect
+from sqla_ids.migration.backends.sqlite import preflight, reflect, writes
 from sqla_ids.migration.backends.sqlite.add_key import SQLiteKeyAdder
 from sqla_ids.migration.backends.sqlite.offline import Rebuild
 
@@ -30,5 +31,6 @@ class SQLiteBackend(MigrationBackend):
     identifier_quote: ClassVar[str] = reflect.IDENTIFIER_QUOTE
     reflect: ClassVar[Reflection] = reflect
     preflight: ClassVar[PreflightReads] = preflight
+    writes: ClassVar[RowWrites] = writes
     strategy: ClassVar[Strategy] = Rebuild()
     key_adder: ClassVar[KeyAdder | None] = SQLiteKeyAdder()

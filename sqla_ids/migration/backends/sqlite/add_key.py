@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 
 from sqla_ids.errors import MigrationVerificationError
 from sqla_ids.migration.backends.add_key import KeyAdder
+from sqla_ids.migration.backends.sqlite import writes
 from sqla_ids.migration.backends.sqlite.create_sql import CreateTable, Token, unquote
 from sqla_ids.migration.backends.sqlite.offline import _OLD_PREFIX, check_foreign_keys_off
 from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
@@ -129,17 +130,9 @@ class SQLiteKeyAdder(KeyAdder):
     def quiet(self, connection: Connection, plan: AddKeyPlan) -> Iterator[None]:
         r"""The table's triggers dropped while the fill writes (its ``UPDATE``\ s are
         not the application's), created again from their own SQL after -- in the
-        run's transaction: a failure rolls it all back."""
-        triggers = connection.exec_driver_sql(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?"
-            " ORDER BY rowid",
-            (plan.table,),
-        ).all()
-        for name, _sql in triggers:
-            connection.exec_driver_sql(f"DROP TRIGGER {quoted(connection, name)}")
-        yield
-        for _name, sql in triggers:
-            connection.exec_driver_sql(sql)
+        run's transaction: a failure rolls it all back (:func:`.writes.quiet`)."""
+        with writes.quiet(connection, plan.table):
+            yield
 
     def start(self, connection: Connection, plan: AddKeyPlan) -> list[sa.ColumnElement[Any]]:
         """The nullable key column; rows are found by their row id."""

@@ -14,6 +14,8 @@ old table. Downgrade recreates each table from its original ``CREATE`` SQL.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -22,7 +24,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.migration.backends.base import Proven, Strategy
-from sqla_ids.migration.backends.sqlite import create_sql
+from sqla_ids.migration.backends.sqlite import create_sql, writes
 from sqla_ids.migration.core import sizing
 from sqla_ids.migration.core.mapping import new_type_sql
 from sqla_ids.migration.core.model import PkMigrationPlan
@@ -270,6 +272,14 @@ class Rebuild(Strategy):
     """Recreate every affected table (see the module docstring)."""
 
     transactional = True
+
+    @contextmanager
+    def quiet(self, connection: Connection, plan: PkMigrationPlan) -> Iterator[None]:
+        """The migrated table's triggers dropped while the undo writes its rows
+        (old keys back, rows created since numbered: no application update),
+        replayed after, in the run's transaction (:func:`.writes.quiet`)."""
+        with writes.quiet(connection, plan.table):
+            yield
 
     def prepare(self, connection: Connection) -> None:
         """Foreign-key enforcement off (see :func:`check_foreign_keys_off`), then the
