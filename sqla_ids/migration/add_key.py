@@ -11,7 +11,7 @@ or duplicate values in the ordering columns are refused by name), and
 recorded, so the downgrade restores exactly what the upgrade replaced.
 
 Offline by default: writers paused (the checks compare row counts). With
-``online=True`` (PostgreSQL) the application keeps writing: every step is short
+``online=True`` (PostgreSQL, MariaDB) the application keeps writing: every step is short
 and under ``lock_timeout`` (the backend's ``online_key_adder``).
 """
 
@@ -56,9 +56,8 @@ __all__ = ["AddKeyOptions", "AddKeyPlan", "add_uuid7_key", "drop_uuid7_key", "pl
 def _online_refusal(backend: MigrationBackend) -> str:
     label = backend.database.label if backend.database is not None else "this database"
     return (
-        f"online=True is not available on {label}: the key is added with writers paused"
-        " there (SQLite in one transaction, MariaDB in two table rebuilds); run it offline,"
-        " or online on PostgreSQL"
+        f"online=True is not available on {label}: the key is added there with writers"
+        " paused (SQLite: one writer at a time anyway); run it offline"
     )
 
 

@@ -15,7 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -24,9 +24,6 @@ from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey
 from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.core.reflected import Inspector
 from sqla_ids.migration.core.sql import execute_sql
-
-if TYPE_CHECKING:  # (base.py imports this module)
-    from sqla_ids.migration.backends.base import OnlineStrategy
 
 
 class KeyAdder(ABC):
@@ -125,9 +122,23 @@ def autocommit(connection: Connection) -> bool:
     return connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
 
 
-def online_step(connection: Connection, online: OnlineStrategy, plan: AddKeyPlan, sql: str) -> None:
+class LockWaits(Protocol):
+    """How a database's sessions bound their lock waits (its online strategy has
+    these, :class:`~sqla_ids.migration.backends.base.OnlineStrategy`)."""
+
+    def set_lock_timeout(self, connection: Connection, seconds: float, local: bool) -> None:
+        """Lock waits of the session give up after ``seconds`` (``0``: the default)."""
+
+    def retry_delays(self, attempts: int) -> list[float]:
+        """Seconds to sleep before each retry."""
+
+    def is_lock_timeout(self, error: BaseException) -> bool:
+        """Whether ``error`` is a lock wait that gave up."""
+
+
+def online_step(connection: Connection, online: LockWaits, plan: AddKeyPlan, sql: str) -> None:
     """Run one DDL statement of an online run under the run's ``lock_timeout``
-    (the database's own lock settings, from its online strategy), again after a
+    (the database's own lock settings, ``online``), again after a
     timeout -- an application's transaction holding the table -- after the
     strategy's pause: the application's statements never queue behind it for
     longer. In the caller's transaction (Alembic's, for a downgrade) a timeout

@@ -83,8 +83,9 @@ class AddKeyOptions:
     (default random, recorded). ``server_default``: new rows get their key on
     the server (PostgreSQL ``DEFAULT``, MariaDB a ``BEFORE INSERT`` trigger;
     SQLite has no server function, rows need keys from the application).
-    ``online``: PostgreSQL only: add the key while the application keeps
-    writing (each step short, under ``lock_timeout``; docs/migration.md).
+    ``online``: PostgreSQL and MariaDB (there with ``unique_key=`` or
+    ``order_by=``): add the key while the application keeps writing (each step
+    short, under ``lock_timeout``; docs/migration.md).
     ``lock_timeout``: online, seconds a step may wait for a lock before it
     gives up and tries again.
     """

@@ -28,7 +28,7 @@ from sqla_ids.migration.backends.base import (
     refuse_database,
 )
 from sqla_ids.migration.backends.mysql import preflight, reflect, writes
-from sqla_ids.migration.backends.mysql.add_key import MariaDBKeyAdder
+from sqla_ids.migration.backends.mysql.add_key import MariaDBKeyAdder, MariaDBOnlineKeyAdder
 from sqla_ids.migration.backends.mysql.offline import Swap
 from sqla_ids.migration.backends.mysql.online import MariaDBOnline
 
@@ -53,5 +53,6 @@ class MariaDBBackend(MigrationBackend):
     writes: ClassVar[RowWrites] = writes
     strategy: ClassVar[Strategy] = Swap()
     key_adder: ClassVar[KeyAdder | None] = MariaDBKeyAdder()
+    online_key_adder: ClassVar[KeyAdder | None] = MariaDBOnlineKeyAdder()
     online: ClassVar[OnlineStrategy | None] = MariaDBOnline()
     transactional_ddl: ClassVar[bool] = False

@@ -17,15 +17,19 @@ and the drop removes whichever of the columns, index and triggers are there.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import math
+import random
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.migration.backends.add_key import KeyAdder, explicit_transaction
+from sqla_ids.migration.backends.add_key import KeyAdder, explicit_transaction, online_step
+from sqla_ids.migration.backends.mysql import guards
 from sqla_ids.migration.backends.mysql.offline import park_triggers, unpark_triggers
+from sqla_ids.migration.backends.mysql.online import MariaDBOnline
 from sqla_ids.migration.backends.mysql.reflect import (
     _TRIGGER_NAME,
     MAX_IDENTIFIER_CHARS,
@@ -36,12 +40,37 @@ from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.mapping import uuid_type
 from sqla_ids.migration.core.model import name_suffix
 from sqla_ids.migration.core.reflected import Inspector
-from sqla_ids.migration.core.sql import execute_sql
+from sqla_ids.migration.core.sql import Statement, execute, execute_sql
 from sqla_ids.types.server_functions import (
     install_uuid7_function,
     uuid7_column_default_sql,
     uuid7_column_trigger_sql,
 )
+
+
+class _BoundedWaits:
+    """Lock waits of the online run's DDL: each may wait up to ``lock_timeout``
+    (whole seconds, at least 1) for its metadata lock -- the application's
+    statements queue behind it that long at most -- then gives up and is tried
+    again. (The online key migration waits for none, as its DDL also locks the
+    tables foreign keys link; here an online rebuild of a busy table would then
+    never get the lock it needs at its end.)"""
+
+    def set_lock_timeout(self, connection: Connection, seconds: float, local: bool) -> None:
+        """``lock_wait_timeout`` of the session (``0``: the server's default)."""
+        value = str(max(1, math.ceil(seconds))) if seconds else "DEFAULT"
+        connection.exec_driver_sql(f"SET SESSION lock_wait_timeout = {value}")
+
+    def retry_delays(self, attempts: int) -> list[float]:
+        """Short, jittered pauses: the moment no transaction holds the table."""
+        return [random.uniform(0.05, 0.5) for _ in range(max(attempts, 1) * 3)]
+
+    def is_lock_timeout(self, error: BaseException) -> bool:
+        """Error 1205 or 1213 (:meth:`MariaDBOnline.is_lock_timeout`)."""
+        return MariaDBOnline().is_lock_timeout(error)
+
+
+_SESSIONS = _BoundedWaits()
 
 #: Prefix of the temporary numbering column (``sqla_ids_row_<hash of the table>``).
 HANDLE_PREFIX = "sqla_ids_row_"
@@ -276,3 +305,172 @@ class MariaDBKeyAdder(KeyAdder):
         ]
         if drops:
             execute_sql(connection, f"ALTER TABLE {q(plan.table)} {', '.join(drops)}")
+
+
+class MariaDBOnlineKeyAdder(MariaDBKeyAdder):
+    """``online=True``: the key added while the application keeps writing.
+
+    The rows are found by the ordering columns (``unique_key=``/``order_by=``;
+    the physical order needs the rebuild that numbers the rows, which the
+    online mode cannot do). Each DDL statement waits for no metadata lock and
+    is tried again after a short pause while an application transaction holds
+    the table (:func:`~sqla_ids.migration.backends.add_key.online_step`):
+    ``ADD COLUMN ..., LOCK=NONE`` (instant where InnoDB can); the
+    ``BEFORE INSERT`` trigger giving new rows their key; the application's
+    ``UPDATE`` triggers guarded (firing for every session but the fill's,
+    :mod:`~sqla_ids.migration.backends.mysql.guards`), with the table locked
+    for the moment they are replaced; the fill in one short transaction per
+    batch (``ON UPDATE CURRENT_TIMESTAMP`` columns assigned to themselves);
+    ``NOT NULL`` and the primary key in one online rebuild (``LOCK=NONE``); the
+    triggers unguarded. A killed run continues from the catalog (:meth:`reached`).
+    """
+
+    def problems(self, connection: Connection, inspector: Inspector, plan: AddKeyPlan) -> list[str]:
+        """The offline refusals, and: no ordering columns, no server default."""
+        found = super().problems(connection, inspector, plan)
+        plan.handle_column = None  # (found by the ordering columns instead)
+        if not plan.order_columns:
+            found.append(
+                "online=True on MariaDB needs the rows' order from unique_key= or order_by=:"
+                " the physical order is numbered by a table rebuild, which would block the"
+                " application (or add the key offline)"
+            )
+        if not plan.options.server_default:
+            found.append(
+                "online=True needs server_default=True: rows the application inserts"
+                " meanwhile get their key from it"
+            )
+        return found
+
+    def reached(self, connection: Connection, plan: AddKeyPlan) -> str:
+        """From the catalog: no column, ``"nothing"``; the column without the
+        primary key, ``"added"``; the primary key there, ``"keyed"``."""
+        if plan.column not in _columns(connection, plan.table):
+            return "nothing"
+        return "keyed" if _has_primary_key(connection, plan.table) else "added"
+
+    def start(self, connection: Connection, plan: AddKeyPlan) -> list[sa.ColumnElement[Any]]:
+        """The column, the trigger keying new rows, the ``UPDATE`` triggers guarded
+        (each skipped when a killed run did it); the handle: the ordering columns."""
+        q = functools.partial(quoted, connection)
+        table, column = q(plan.table), q(plan.column)
+        install_uuid7_function(connection)
+        # MariaDB allows no stored function in DEFAULT: a placeholder the trigger replaces.
+        plan.default_sql = uuid7_column_default_sql(connection.dialect)
+        _step(
+            connection,
+            plan,
+            f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {plan.key_type_sql} NULL,"
+            " LOCK=NONE",
+        )
+        for sql in uuid7_column_trigger_sql(connection.dialect, table, column):
+            _step(connection, plan, sql)  # (CREATE TRIGGER IF NOT EXISTS)
+        _guards(connection, plan, guards.guard_statements)
+        return [sa.column(c) for c in plan.order_columns]
+
+    @contextmanager
+    def quiet(self, connection: Connection, plan: AddKeyPlan) -> Iterator[None]:
+        """The fill's session marked as the migration's: the guarded ``UPDATE``
+        triggers do not fire for it (they do for the application's sessions)."""
+        connection.exec_driver_sql(f"SET {guards.VARIABLE} = 1")
+        try:
+            yield
+        finally:
+            connection.exec_driver_sql(f"SET {guards.VARIABLE} = NULL")
+
+    def write_batch(
+        self,
+        connection: Connection,
+        plan: AddKeyPlan,
+        update: sa.Update,
+        params: list[dict[str, Any]],
+    ) -> None:
+        """An ``UPDATE`` per row, found by its ordering columns, only while it has no
+        key (the application's new rows have theirs); ``ON UPDATE CURRENT_TIMESTAMP``
+        columns assigned to themselves."""
+        kept = preserved_columns(connection, plan.table)
+        names = dict.fromkeys([plan.column, *plan.order_columns, *kept])
+        t = sa.table(plan.table, *map(sa.column, names))
+        statement = (
+            sa.update(t)
+            .where(
+                *(
+                    t.c[c] == sa.bindparam(f"sqla_ids_h{i}")
+                    for i, c in enumerate(plan.order_columns)
+                )
+            )
+            .where(t.c[plan.column].is_(None))
+            .values(
+                {
+                    plan.column: sa.bindparam("sqla_ids_key", type_=uuid_type()),
+                    **{c: t.c[c] for c in kept},
+                }
+            )
+        )
+        connection.execute(statement, params)
+
+    def finish(self, connection: Connection, plan: AddKeyPlan) -> None:
+        """``NOT NULL`` and the primary key in one online rebuild (unless a killed
+        run did it), the unique key dropped when asked; the triggers unguarded."""
+        q = functools.partial(quoted, connection)
+        column = q(plan.column)
+        if not _has_primary_key(connection, plan.table):
+            clauses = [
+                f"MODIFY COLUMN {column} {plan.key_type_sql} NOT NULL DEFAULT {plan.default_sql}",
+                f"ADD PRIMARY KEY ({column})",
+            ]
+            unique = plan.unique_key
+            if unique is not None and not plan.options.keep_unique_key:
+                clauses.append(f"DROP INDEX {q(unique.name)}")
+            _step(connection, plan, f"ALTER TABLE {q(plan.table)} {', '.join(clauses)}, LOCK=NONE")
+        _guards(connection, plan, guards.unguard_statements)
+
+    def abandon(self, connection: Connection, plan: AddKeyPlan) -> None:
+        """The ``UPDATE`` triggers unguarded, then what the offline run's abandon drops."""
+        _guards(connection, plan, guards.unguard_statements)
+        super().abandon(connection, plan)
+
+    def undo(self, connection: Connection, plan: AddKeyPlan) -> None:
+        """The ``UPDATE`` triggers unguarded (a run killed midway left them so), then
+        the offline undo."""
+        _guards(connection, plan, guards.unguard_statements)
+        super().undo(connection, plan)
+
+
+def _has_primary_key(connection: Connection, table: str) -> bool:
+    return bool(
+        connection.execute(
+            sa.text(
+                "SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS WHERE"
+                " TABLE_SCHEMA = DATABASE() AND TABLE_NAME = :t AND CONSTRAINT_TYPE = 'PRIMARY KEY'"
+            ),
+            {"t": table},
+        ).scalar()
+    )
+
+
+def _step(connection: Connection, plan: AddKeyPlan, sql: str) -> None:
+    """:func:`~sqla_ids.migration.backends.add_key.online_step` with bounded
+    metadata-lock waits (:class:`_BoundedWaits`)."""
+    online_step(connection, _SESSIONS, plan, sql)
+
+
+def _guards(
+    connection: Connection,
+    plan: AddKeyPlan,
+    statements: Callable[[Connection, AddKeyPlan, dict[str, str]], list[Statement]],
+) -> None:
+    """Guard or unguard the application's ``UPDATE`` triggers, with the table
+    locked meanwhile: each replacement moves its trigger to the end of the firing
+    order until all are replaced, which no application statement may see
+    (:mod:`~sqla_ids.migration.backends.mysql.guards`)."""
+    if not plan.parked_triggers:
+        return
+    work = statements(connection, plan, guards.trigger_bodies(connection))
+    if not work:
+        return
+    _step(connection, plan, f"LOCK TABLES {quoted(connection, plan.table)} WRITE")
+    try:
+        execute(connection, work)
+    finally:
+        connection.exec_driver_sql("UNLOCK TABLES")

@@ -39,6 +39,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.migration.backends.mysql.reflect import catalog_rows
+from sqla_ids.migration.core.added_key import AddKeyPlan
 from sqla_ids.migration.core.model import ParkedTrigger, PkMigrationPlan
 from sqla_ids.migration.core.sql import Statement, literal_for, quote_name
 
@@ -90,7 +91,7 @@ def _in_mode(connection: Connection, replaced: list[tuple[ParkedTrigger, str]]) 
 
 
 def guard_statements(
-    connection: Connection, plan: PkMigrationPlan, bodies: dict[str, str]
+    connection: Connection, plan: PkMigrationPlan | AddKeyPlan, bodies: dict[str, str]
 ) -> list[Statement]:
     """Replace each recorded trigger by its guarded form (see the module docstring)."""
     replaced = []
@@ -114,7 +115,7 @@ _CREATE = re.compile(r"\s*CREATE\s+", re.IGNORECASE)
 
 
 def unguard_statements(
-    connection: Connection, plan: PkMigrationPlan, bodies: dict[str, str]
+    connection: Connection, plan: PkMigrationPlan | AddKeyPlan, bodies: dict[str, str]
 ) -> list[Statement]:
     """Put each guarded trigger back as it was created (its original statement),
     in the order they fired; after the migration's own triggers are dropped."""
