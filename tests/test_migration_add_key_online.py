@@ -23,6 +23,7 @@ from uuid import UUID
 import dbsnapshot
 import pytest
 import sqlalchemy as sa
+from audit_triggers import audited
 from sqlalchemy.engine import Engine
 
 from sqla_ids.errors import MigrationRefusedError
@@ -34,6 +35,7 @@ KEY = 'k\'ey "ü"'
 SEQ = "se`q"
 CODE = "co'de"
 UNIQUE = 'uq "code"'
+AUDIT = "au`dit"
 ROWS = 300
 
 
@@ -71,6 +73,7 @@ class _App(threading.Thread):
         self.statements = 0
         self.inserted: list[int] = []
         self.deleted: list[int] = []
+        self.updated = 0  # rows the application's UPDATE statements changed
 
     def run(self) -> None:
         t = self.table
@@ -90,18 +93,18 @@ class _App(threading.Thread):
                             self.inserted.append(seq)
                         elif kind == 2:
                             seq = 10_000 - rng.randrange(ROWS)
-                            conn.execute(
+                            self.updated += conn.execute(
                                 sa.update(t).where(t.c[SEQ] == seq).values(payload=f"u{n}")
-                            )
+                            ).rowcount
                         elif kind == 3 and n % 15 == 3:
                             seq = 10_000 - rng.randrange(ROWS)
                             conn.execute(sa.delete(t).where(t.c[SEQ] == seq))
                             self.deleted.append(seq)
                         else:  # a transaction that holds its row lock a moment
                             seq = 10_000 - rng.randrange(ROWS)
-                            conn.execute(
+                            self.updated += conn.execute(
                                 sa.update(t).where(t.c[SEQ] == seq).values(payload=f"h{n}")
-                            )
+                            ).rowcount
                             time.sleep(0.02)
                     self.statements += 1
                 except BaseException as error:
@@ -131,6 +134,8 @@ def test_added_online_with_the_application_writing(
     if order == "physical" and not postgresql:
         pytest.skip("MariaDB refuses the physical order online (test_online_refusals)")
     table = _create(engine)
+    with engine.begin() as conn:  # an audit trigger: for the application's updates only
+        audited(conn, TABLE, AUDIT, CODE)
     with engine.connect() as conn:
         before = dbsnapshot.schema(conn)
     app = _App(engine, table)
@@ -154,6 +159,9 @@ def test_added_online_with_the_application_writing(
         app.join(30)
     assert not app.failures, app.failures[:3]
     assert plan.default_sql
+    with engine.connect() as conn:  # every application update audited, no row of the fill
+        audit = sa.select(sa.func.count()).select_from(sa.table(AUDIT))
+        assert conn.execute(audit).scalar() == app.updated > 0
     with engine.connect() as conn:
         inspector = sa.inspect(conn)
         assert inspector.get_pk_constraint(TABLE)["constrained_columns"] == [KEY]
