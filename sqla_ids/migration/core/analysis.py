@@ -127,17 +127,37 @@ def unmigrated_comparisons(
     return result
 
 
+#: A character that continues an identifier: a name found next to one is part of
+#: a longer name.
+_IDENTIFIER_CHAR = re.compile(r"[\w$\u0080-\uffff]")
+
+
 def mentions(sql: str, names: Iterable[str], quote: str = '"') -> list[str]:
     """The ``names`` that ``sql`` mentions as a whole identifier (bare or quoted,
     case-insensitively), in the order given."""
+    # Found by plain searches, not a regular expression per name: with the
+    # identifier characters' class (all of Unicode above 0x80) and IGNORECASE
+    # each such pattern took 2.4 ms to compile -- most of a plan's CPU time.
+    text = sql.casefold()
     found = []
     for name in names:
-        bare = re.escape(name)
-        quoted = re.escape(quote + name.replace(quote, quote * 2) + quote)
-        pattern = rf"(?<![\w$\u0080-\uffff]){bare}(?![\w$\u0080-\uffff])|{quoted}"
-        if re.search(pattern, sql, re.IGNORECASE):
+        quoted = (quote + name.replace(quote, quote * 2) + quote).casefold()
+        if quoted in text or _bare(text, name.casefold()):
             found.append(name)
     return found
+
+
+def _bare(text: str, name: str) -> bool:
+    """Whether ``name`` occurs in ``text`` with no identifier character either side."""
+    at = text.find(name)
+    while at >= 0 and name:
+        before = text[at - 1] if at else ""
+        end = at + len(name)
+        after = text[end] if end < len(text) else ""
+        if not _IDENTIFIER_CHAR.match(before or " ") and not _IDENTIFIER_CHAR.match(after or " "):
+            return True
+        at = text.find(name, at + 1)
+    return False
 
 
 def routine_uses(
