@@ -20,7 +20,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from sqla_ids import UUID192Type, UUIDv7
 from sqla_ids.errors import MigrationRefusedError
-from sqla_ids.identifiers import UUID192
+from sqla_ids.identifiers import UUID192, uuid7
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
 from sqla_ids.types import uuid192_uuid
 
@@ -382,3 +382,41 @@ def test_a_lookup_by_the_leading_uuid_reads_the_key_index(private_engine: Engine
             assert any("PRIMARY KEY" in str(row[-1]) or "INDEX" in str(row[-1]) for row in plan), (
                 plan
             )
+
+
+def test_rows_created_since_get_old_keys_back(private_engine: Engine) -> None:
+    """A tenant and an order the application created with UUID192 keys after the
+    migration: the undo numbers the tenant after the largest old key and points
+    the order at it."""
+    engine = private_engine
+    _shop(engine)
+    if engine.dialect.name == "postgresql":  # the rows were inserted with their keys
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text("SELECT setval(pg_get_serial_sequence(:t, 'id'), 20)"),
+                {"t": _q(engine, PARENT)},
+            )
+    with engine.connect() as conn:
+        migrate_pk_to_uuid7(conn, PARENT, target="uuid192", segment_column="sh`ard")
+        conn.commit()
+    tenants = sa.table(
+        PARENT, sa.column("id", UUID192Type()), sa.column("sh`ard"), sa.column("name")
+    )
+    orders = sa.table(CHILD, sa.column("id"), sa.column("tenant id", UUID192Type()))
+    made = UUID192(uuid7(), 9)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(tenants).values({"id": made, "sh`ard": 9, "name": "new"}))
+        conn.execute(sa.insert(orders).values({"id": 99, "tenant id": made}))
+    with engine.connect() as conn:
+        restore_pk_from_uuid7(conn, PARENT)
+        conn.commit()
+        found = conn.exec_driver_sql(
+            f"SELECT p.{_q(engine, 'id')}, p.name FROM {_q(engine, CHILD)} c JOIN"
+            f" {_q(engine, PARENT)} p ON p.{_q(engine, 'id')} = c.{_q(engine, 'tenant id')}"
+            f" WHERE c.{_q(engine, 'id')} = 99"
+        ).one()
+    assert tuple(found) == (21, "new")
+
+
+def _q(engine: Engine, name: str) -> str:
+    return engine.dialect.identifier_preparer.quote(name)

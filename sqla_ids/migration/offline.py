@@ -395,7 +395,9 @@ def _map_new_rows(connection: Connection, plan: PkMigrationPlan) -> None:
     mapping (its triggers were gone): map them, replacing what the mapping may
     still say of those old keys (a deleted row's)."""
     pairs = mapping.mapping_table(plan)
-    parent = sa.table(plan.table, sa.column(plan.column), sa.column(plan.old_column)).alias("p")
+    # The key typed as the migration made it: its values go into the mapping.
+    key = sa.column(plan.column, mapping.new_key_type(plan))
+    parent = sa.table(plan.table, key, sa.column(plan.old_column)).alias("p")
     new, old = parent.c[plan.column], parent.c[plan.old_column]
     # Found by a join (the table scanned once, the mapping probed by its key), then
     # deleted by key: MariaDB 10.11 runs a single-table DELETE ... WHERE EXISTS as
@@ -429,7 +431,10 @@ def _number_new_rows(
     _map_new_rows(connection, plan)
     keep = backend.reflect.preserved_columns(connection, plan.table)
     parent = sa.table(
-        plan.table, sa.column(plan.column), sa.column(plan.old_column), *map(sa.column, keep)
+        plan.table,
+        sa.column(plan.column, mapping.new_key_type(plan)),
+        sa.column(plan.old_column),
+        *map(sa.column, keep),
     )
     missing = (
         connection.execute(
