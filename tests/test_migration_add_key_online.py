@@ -399,3 +399,31 @@ def test_through_alembic_in_its_transaction(online_private_engine: Engine) -> No
             assert len(set(keys)) == ROWS and keys == sorted(keys)
     with engine.connect() as conn:
         assert dbsnapshot.schema(conn) == before
+
+
+def test_an_invalid_index_left_by_a_stopped_build_is_built_again(
+    postgresql_private_engine: Engine,
+) -> None:
+    """``CREATE INDEX CONCURRENTLY`` that stops (its lock timeout while it waits
+    for older transactions, a kill) leaves its index in the catalog, invalid: the
+    run drops it and builds it again (a stopped build made here: a unique index
+    on a constant over many rows fails, invalid, under the run's index name)."""
+    from sqla_ids.migration.backends.postgresql.add_key import _online_names
+    from sqla_ids.migration.core.added_key import AddKeyOptions, AddKeyPlan
+
+    engine = postgresql_private_engine
+    _create(engine)
+    plan = AddKeyPlan("postgresql", TABLE, KEY, "uuid", [], None, 0, "", 0, AddKeyOptions())
+    index, _ = _online_names(plan)
+    q = engine.dialect.identifier_preparer.quote
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        with pytest.raises(sa.exc.IntegrityError):
+            conn.exec_driver_sql(f"CREATE UNIQUE INDEX CONCURRENTLY {q(index)} ON {q(TABLE)} ((1))")
+        valid = "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"
+        assert conn.execute(sa.text(valid), {"i": q(index)}).scalar() is False
+    with engine.connect() as conn:
+        add_uuid7_key(conn, TABLE, column=KEY, order_by=SEQ, online=True)
+    with engine.connect() as conn:
+        primary = sa.inspect(conn).get_pk_constraint(TABLE)
+        assert primary["constrained_columns"] == [KEY] and primary["name"] == f"{TABLE}_pkey"
+        assert conn.execute(sa.text("SELECT to_regclass(:i)"), {"i": q(index)}).scalar() is None

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import UserDefinedType
 
+from sqla_ids.errors import MigrationVerificationError
 from sqla_ids.migration.backends.add_key import (
     KeyAdder,
     autocommit,
@@ -276,18 +277,7 @@ class PostgreSQLOnlineKeyAdder(PostgreSQLKeyAdder):
         table, column = q(plan.table), q(plan.column)
         index, check = _online_names(plan)
         if self.reached(connection, plan) != "keyed":
-            valid = connection.execute(
-                sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
-                {"i": _qualified_index(connection, plan.table, index)},
-            ).scalar()
-            if valid is False:  # a killed or failed build left it invalid: built again
-                _step(connection, plan, f"DROP INDEX CONCURRENTLY IF EXISTS {q(index)}")
-            if not valid:
-                _step(
-                    connection,
-                    plan,
-                    f"CREATE UNIQUE INDEX CONCURRENTLY {q(index)} ON {table} ({column})",
-                )
+            _unique_index(connection, plan, index)
             _step(
                 connection,
                 plan,
@@ -354,6 +344,43 @@ class PostgreSQLOnlineKeyAdder(PostgreSQLKeyAdder):
         _step(
             connection, plan, f"ALTER TABLE {q(plan.table)} DROP COLUMN IF EXISTS {q(plan.column)}"
         )
+
+
+#: Builds of the unique index tried before the run gives up (each after one that
+#: left it invalid).
+_INDEX_BUILDS = 10
+
+
+def _unique_index(connection: Connection, plan: AddKeyPlan, index: str) -> None:
+    """The unique index on the key, built concurrently until it is valid. A build
+    that stops -- its lock timeout while it waits for older transactions, a kill --
+    leaves the index in the catalog, invalid: dropped, and built again."""
+    q = functools.partial(quoted, connection)
+    qualified = _qualified_index(connection, plan.table, index)
+    for _ in range(_INDEX_BUILDS):
+        valid = connection.execute(
+            sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
+            {"i": qualified},
+        ).scalar()
+        if valid:
+            return
+        if valid is False:
+            _step(connection, plan, f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}")
+        try:
+            _step(
+                connection,
+                plan,
+                f"CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS {q(index)}"
+                f" ON {q(plan.table)} ({q(plan.column)})",
+            )
+        except sa.exc.DBAPIError as error:
+            if not _SESSIONS.is_lock_timeout(error):
+                raise
+    raise MigrationVerificationError(
+        f"{plan.table}: the unique index on {plan.column} could not be built in"
+        f" {_INDEX_BUILDS} tries (older transactions kept it waiting past lock_timeout);"
+        " run add_uuid7_key again to continue"
+    )
 
 
 def _online_names(plan: AddKeyPlan) -> tuple[str, str]:
