@@ -125,7 +125,15 @@ ORDERS = {
 }
 
 
-@pytest.mark.parametrize("order", sorted(ORDERS))
+@pytest.mark.parametrize(
+    "order",
+    [
+        "order_by",
+        # (the other orders with the slow tests)
+        pytest.param("physical", marks=pytest.mark.slow),
+        pytest.param("unique key", marks=pytest.mark.slow),
+    ],
+)
 def test_added_online_with_the_application_writing(
     online_private_engine: Engine, order: str
 ) -> None:

@@ -229,6 +229,7 @@ def test_offline_preflight_statements_are_the_ones_run(private_engine: Engine) -
         assert any("ENABLE TRIGGER" in s for s in statements)
 
 
+@pytest.mark.slow_on("mariadb")  # (MariaDB's offline statements: the test above)
 def test_uuid192_preflight_statements_are_the_ones_run(private_engine: Engine) -> None:
     """The same with UUID192 keys: the preflight shows their type and the mapping."""
     _schema(private_engine, view=True)

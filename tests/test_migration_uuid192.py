@@ -170,8 +170,9 @@ def test_keys_and_references_become_uuid192_with_the_rows_segment_and_come_back(
 @pytest.mark.parametrize(
     ("segment", "expected"),
     [
-        ({}, lambda old, shard: None),  # no segment: 16-byte keys
-        ({"segment_sql": "7"}, lambda old, shard: 7),  # a type tag
+        # no segment: 16-byte keys; a type tag (with the slow tests)
+        pytest.param({}, lambda old, shard: None, marks=pytest.mark.slow),
+        pytest.param({"segment_sql": "7"}, lambda old, shard: 7, marks=pytest.mark.slow),
         # an expression of the row: the old key's parity and the shard
         ({"segment_sql": "id % 2 * 256 + 3"}, lambda old, shard: old % 2 * 256 + 3),
     ],
@@ -384,6 +385,7 @@ def test_a_lookup_by_the_leading_uuid_reads_the_key_index(private_engine: Engine
             )
 
 
+@pytest.mark.slow_on("mariadb")
 def test_rows_created_since_get_old_keys_back(private_engine: Engine) -> None:
     """A tenant and an order the application created with UUID192 keys after the
     migration: the undo numbers the tenant after the largest old key and points
