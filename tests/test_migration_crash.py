@@ -175,18 +175,28 @@ def test_killed_mid_batch_then_finished(
     assert _columns(engine, f"{p}parent") == {"id", "name"}
 
 
-@pytest.mark.parametrize("step", ["swap:2", pytest.param("swap:3", marks=pytest.mark.slow)])
-def test_mariadb_killed_mid_swap_then_finished(mariadb_engine: Engine, step: str) -> None:
+@pytest.mark.parametrize(
+    ("step", "target"),
+    [
+        ("swap:2", "uuid7"),
+        pytest.param("swap:3", "uuid7", marks=pytest.mark.slow),
+        pytest.param("swap:2", "uuid192", marks=pytest.mark.slow),
+        pytest.param("swap:3", "uuid192", marks=pytest.mark.slow),
+    ],
+)
+def test_mariadb_killed_mid_swap_then_finished(
+    mariadb_engine: Engine, step: str, target: str
+) -> None:
     p = f"k{secrets.token_hex(2)}_"
     metadata = sa.MetaData()
     _setup(mariadb_engine, metadata, p)
     try:
         before = _relations(mariadb_engine, p)
-        _crash(mariadb_engine, p, step, 0)
+        _crash(mariadb_engine, p, step, 0, TARGETS[target])
         with mariadb_engine.connect() as conn:
             recorded = load(conn, f"{p}parent")
             assert recorded is not None and recorded[0].phase is Reached.SWAPPING
-            migrate_pk_to_uuid7(conn, f"{p}parent")
+            migrate_pk_to_uuid7(conn, f"{p}parent", **TARGETS[target])
         assert _relations(mariadb_engine, p) == before
         assert _columns(mariadb_engine, f"{p}parent") == {"id", "name", "id_old"}
         fks = sa.inspect(mariadb_engine).get_foreign_keys(f"{p}child")

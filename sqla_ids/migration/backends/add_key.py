@@ -20,10 +20,11 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey
+from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.core.reflected import Inspector
 from sqla_ids.migration.core.sql import execute_sql
+from sqla_ids.types.server_functions import install_uuid7_function, uuid7_column_default_sql
 
 
 class KeyAdder(ABC):
@@ -115,6 +116,15 @@ def explicit_transaction(connection: Connection) -> Iterator[None]:
 #: Tries of an online step that meets the lock timeout (the waits between them:
 #: the database's :meth:`~sqla_ids.migration.backends.base.OnlineStrategy.retry_delays`).
 STEP_ATTEMPTS = 20
+
+
+def install_default(connection: Connection, plan: AddKeyPlan) -> tuple[str, str]:
+    """The server function new rows' keys come from, installed (idempotent); the
+    column's default SQL recorded in the plan. Returns the table and column
+    quoted for the SQL text."""
+    install_uuid7_function(connection)
+    plan.default_sql = uuid7_column_default_sql(connection.dialect)
+    return quoted(connection, plan.table), quoted(connection, plan.column)
 
 
 def autocommit(connection: Connection) -> bool:

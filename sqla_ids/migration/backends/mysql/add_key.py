@@ -26,7 +26,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.migration.backends.add_key import KeyAdder, explicit_transaction, online_step
+from sqla_ids.migration.backends.add_key import (
+    KeyAdder,
+    explicit_transaction,
+    install_default,
+    online_step,
+)
 from sqla_ids.migration.backends.mysql import guards
 from sqla_ids.migration.backends.mysql.offline import park_triggers, unpark_triggers
 from sqla_ids.migration.backends.mysql.online import MariaDBOnline
@@ -352,11 +357,8 @@ class MariaDBOnlineKeyAdder(MariaDBKeyAdder):
     def start(self, connection: Connection, plan: AddKeyPlan) -> list[sa.ColumnElement[Any]]:
         """The column, the trigger keying new rows, the ``UPDATE`` triggers guarded
         (each skipped when a killed run did it); the handle: the ordering columns."""
-        q = functools.partial(quoted, connection)
-        table, column = q(plan.table), q(plan.column)
-        install_uuid7_function(connection)
         # MariaDB allows no stored function in DEFAULT: a placeholder the trigger replaces.
-        plan.default_sql = uuid7_column_default_sql(connection.dialect)
+        table, column = install_default(connection, plan)
         _step(
             connection,
             plan,

@@ -24,6 +24,7 @@ from sqla_ids.migration.backends.add_key import (
     KeyAdder,
     autocommit,
     explicit_transaction,
+    install_default,
     online_step,
 )
 from sqla_ids.migration.backends.postgresql import writes
@@ -216,10 +217,7 @@ class PostgreSQLOnlineKeyAdder(PostgreSQLKeyAdder):
     def start(self, connection: Connection, plan: AddKeyPlan) -> list[sa.ColumnElement[Any]]:
         """The column (if a killed run did not add it) and its default; the rows'
         handle: the ordering columns, else ``ctid``."""
-        q = functools.partial(quoted, connection)
-        table, column = q(plan.table), q(plan.column)
-        install_uuid7_function(connection)
-        plan.default_sql = uuid7_column_default_sql(connection.dialect)
+        table, column = install_default(connection, plan)
         _step(
             connection,
             plan,
