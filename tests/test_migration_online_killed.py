@@ -11,6 +11,7 @@ left behind (no temporary column, invalid index or trigger).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -33,13 +34,21 @@ pytestmark = pytest.mark.slow
 
 # The migration, alone in its process; the URL comes through the environment.
 _MIGRATION = """
-import os, sqlalchemy as sa
+import json, os, sqlalchemy as sa
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7
 engine = sa.create_engine(os.environ["SQLA_IDS_KILL_URL"])
+target = json.loads(os.environ["SQLA_IDS_KILL_TARGET"])
 with engine.connect() as conn:
     migrate_pk_to_uuid7(conn, "shop s",
-        PkMigrationOptions(online=True, batch_size=20, batch_pause=0.02), phase="all")
+        PkMigrationOptions(online=True, batch_size=20, batch_pause=0.02, **target), phase="all")
 """
+
+TARGETS: dict[str, dict[str, str]] = {
+    "uuid7": {},
+    # UUID192 keys segmented by an expression of the row.
+    "uuid192": {"target": "uuid192", "segment_sql": "LENGTH(name)"},
+}
+"""The migration's options per target."""
 
 
 def _temp_filled(conn: Connection, table: str) -> tuple[int, int]:
@@ -97,14 +106,21 @@ KILL_POINTS: dict[str, Callable[[Connection], bool]] = {
 
 
 def _kill_when(
-    engine: Engine, reached: Callable[[Connection], bool], count: Callable[[], int] = lambda: 0
+    engine: Engine,
+    reached: Callable[[Connection], bool],
+    count: Callable[[], int] = lambda: 0,
+    target: str = "uuid7",
 ) -> tuple[str, int]:
     """Start the migration in its own process and SIGKILL it once ``reached``.
     Returns the step it was killed at, and ``count()`` as the last poll saw
     ``reached`` not yet true (the application's transactions begun by then: a
     machine under load polls slowly, and the point is reached before it is
     seen)."""
-    env = dict(os.environ, SQLA_IDS_KILL_URL=engine.url.render_as_string(hide_password=False))
+    env = dict(
+        os.environ,
+        SQLA_IDS_KILL_URL=engine.url.render_as_string(hide_password=False),
+        SQLA_IDS_KILL_TARGET=json.dumps(TARGETS[target]),
+    )
     process = subprocess.Popen([sys.executable, "-c", _MIGRATION], env=env)
     try:
         deadline = time.monotonic() + 60
@@ -157,8 +173,16 @@ def _leftovers(conn: Connection) -> list[Any]:
     return found
 
 
-@pytest.mark.parametrize("point", list(KILL_POINTS))
-def test_killed_then_resumed_with_the_application_writing(online_shop: Engine, point: str) -> None:
+@pytest.mark.parametrize(
+    ("point", "target"),
+    [
+        *((point, "uuid7") for point in KILL_POINTS),
+        *((point, "uuid192") for point in ("parent backfill", "child backfill", "mid-swap")),
+    ],
+)
+def test_killed_then_resumed_with_the_application_writing(
+    online_shop: Engine, point: str, target: str
+) -> None:
     engine, shops = online_shop, quoted(online_shop)
     if point == "mid-swap":  # (elsewhere the swap is one transaction: no half swap to kill)
         requires.commits_each_ddl.skip_unless(engine)
@@ -169,16 +193,22 @@ def test_killed_then_resumed_with_the_application_writing(online_shop: Engine, p
     writer.start()
     try:
         time.sleep(0.1)
-        killed_at, killed = _kill_when(engine, KILL_POINTS[point], lambda: writer.n)
+        killed_at, killed = _kill_when(engine, KILL_POINTS[point], lambda: writer.n, target)
         time.sleep(0.1)
         assert killed_at != "done"
+        options = PkMigrationOptions(online=True, batch_size=97, **TARGETS[target])
+        # UUID192 keys have no server default: after the contract the
+        # application makes them, so it stops writing before it.
+        phase = "swap" if target == "uuid192" else "all"
         with engine.connect() as conn:
-            migrate_pk_to_uuid7(conn, "shop s", PkMigrationOptions(online=True, batch_size=97))
+            migrate_pk_to_uuid7(conn, "shop s", options, phase=phase)
         resumed = writer.n
         time.sleep(0.1)
     finally:
         writer.stop.set()
         writer.join()
+    with engine.connect() as conn:
+        migrate_pk_to_uuid7(conn, "shop s", options, phase="contract")
     if requires.commits_each_ddl(engine) and point in ("swap", "mid-swap"):
         # Until the migration runs again, the application sees half a swap (some
         # columns already UUIDs): its statements may fail then, and only then.

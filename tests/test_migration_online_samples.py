@@ -898,10 +898,26 @@ def test_every_accepted_key_online_with_the_application_writing(
     assert counted_after == counted
 
 
-@pytest.mark.parametrize("stop", ["prepare", "swap"])
+def _uuid192(sample: Sample) -> Sample:
+    """The same migration to UUID192 keys, every table's segment a constant (a
+    type tag): the triggers make each new parent's key with it, a child written
+    first takes a pending key the parent completes."""
+    to = {"target": "uuid192", "segment_sql": "7"}
+    return replace(
+        sample,
+        options=sample.options.replace(**to),
+        extra={table: options.replace(**to) for table, options in sample.extra.items()},
+    )
+
+
+@pytest.mark.parametrize(
+    ("stop", "target"), [("prepare", "uuid7"), ("swap", "uuid7"), ("swap", "uuid192")]
+)
 def test_undone_online_before_the_contract_gives_the_sample_back(
-    sample: Sample, stop: str, monkeypatch: pytest.MonkeyPatch
+    sample: Sample, stop: str, target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if target == "uuid192":
+        sample = _uuid192(sample)
     engine = sample.engine
     with engine.connect() as conn:
         original = (_counters_aside(schema(conn)), rows(conn))
@@ -911,6 +927,10 @@ def test_undone_online_before_the_contract_gives_the_sample_back(
     app.start()
     try:
         _migrate(sample, stop)
+        if target == "uuid192":
+            with engine.connect() as conn:
+                types = set(_key_types(conn, sample.migrated).values())
+            assert types <= {"bytea", "varbinary(24)"}, types
         for table in reversed(sample.migrated):
             with engine.connect() as conn:
                 restore_pk_from_uuid7(conn, table)
@@ -928,7 +948,7 @@ def test_undone_online_before_the_contract_gives_the_sample_back(
         shown_after = view_rows(conn)
     _report(
         sample,
-        test=f"undo from {stop}",
+        test=f"undo from {stop} ({target})",
         views_equal=shown_after == shown,
         failed=app.failures,
         retried=app.retried,

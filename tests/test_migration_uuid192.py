@@ -272,7 +272,10 @@ def test_a_segment_that_cannot_work_is_refused_before_any_change(
             "not both",
         ),
         ({"target": "uuid192", "segment_sql": " "}, "segment_sql must be a non-empty"),
-        ({"target": "uuid192", "online": True}, "the online mode migrates keys to UUIDv7 only"),
+        (
+            {"target": "uuid192", "online": True, "versions": True},
+            "versions serve UUIDv7 keys only",
+        ),
     ],
 )
 def test_options_that_disagree_are_refused(options: dict[str, Any], message: str) -> None:

@@ -38,6 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from sqla_ids import uuid7
+from sqla_ids.identifiers import UUID192
 
 SEED_SHOPS = 40
 SEED_ITEMS = 200
@@ -148,6 +149,9 @@ class Context:
     swapped: bool
     tag: str
     expected: Expected
+    uuid192: bool = False
+    """The keys become UUID192 values: from the swap on the application makes
+    them (``UUID192Type`` has no server default), so every new shop names its key."""
 
     @property
     def pg(self) -> bool:
@@ -157,7 +161,7 @@ class Context:
         """A key the application chooses itself (fixtures, imports): the next
         sequence value before the swap, a UUIDv7 from the swap on."""
         if self.swapped:
-            return str(uuid7())
+            return UUID192(uuid7(), 3).bytes if self.uuid192 else str(uuid7())
         if self.pg:
             return conn.exec_driver_sql(
                 "SELECT nextval(pg_get_serial_sequence('shop', 'id'))"
@@ -165,14 +169,22 @@ class Context:
         top = conn.exec_driver_sql("SELECT COALESCE(MAX(id), 0) FROM shop").scalar_one()
         return int(top) + 1000
 
+    def made(self, conn: Connection) -> tuple[str, str, dict[str, Any]]:
+        """What a new shop's INSERT adds when the application makes the key
+        (:attr:`uuid192` from the swap on): the column, the value, its binding."""
+        if self.uuid192 and self.swapped:
+            return "id, ", ":k, ", {"k": self.explicit_key(conn)}
+        return "", "", {}
+
     def shop(self, conn: Connection, name: str) -> Any:
         """A new shop's key, inserted the way ORM code does (RETURNING /
         LAST_INSERT_ID)."""
+        column, value, bound = self.made(conn)
+        insert = f"INSERT INTO shop ({column}name) VALUES ({value}:n)"
         if self.pg:
-            return conn.execute(
-                sa.text("INSERT INTO shop (name) VALUES (:n) RETURNING id"), {"n": name}
-            ).scalar_one()
-        conn.execute(sa.text("INSERT INTO shop (name) VALUES (:n)"), {"n": name})
+            returning = sa.text(f"{insert} RETURNING id")
+            return conn.execute(returning, {"n": name, **bound}).scalar_one()
+        conn.execute(sa.text(insert), {"n": name, **bound})
         return key_of(conn, name)
 
 
@@ -199,12 +211,13 @@ def p_insert_then_child(conn: Connection, ctx: Context) -> None:
 
 
 def p_cte_parent_and_child(conn: Connection, ctx: Context) -> None:
+    column, value, bound = ctx.made(conn)
     conn.execute(
         sa.text(
-            "WITH p AS (INSERT INTO shop (name) VALUES (:n) RETURNING id)"
+            f"WITH p AS (INSERT INTO shop ({column}name) VALUES ({value}:n) RETURNING id)"
             " INSERT INTO item (shop_id, label) SELECT id, :l FROM p"
         ),
-        {"n": f"cte-{ctx.tag}", "l": f"cte-{ctx.tag}"},
+        {"n": f"cte-{ctx.tag}", "l": f"cte-{ctx.tag}", **bound},
     )
     ctx.expected.items[f"cte-{ctx.tag}"] = f"cte-{ctx.tag}"
 
@@ -242,9 +255,13 @@ def p_self_reference_in_one_statement(conn: Connection, ctx: Context) -> None:
 
 
 def p_sub_shop(conn: Connection, ctx: Context) -> None:
+    column, value, bound = ctx.made(conn)
     conn.execute(
-        sa.text("INSERT INTO shop (name, parent_id) SELECT :n, id FROM shop WHERE name = 'seed3'"),
-        {"n": f"sub-{ctx.tag}"},
+        sa.text(
+            f"INSERT INTO shop ({column}name, parent_id) SELECT {value}:n, id FROM shop"
+            " WHERE name = 'seed3'"
+        ),
+        {"n": f"sub-{ctx.tag}", **bound},
     )
     ctx.expected.parents[f"sub-{ctx.tag}"] = "seed3"
 
@@ -273,10 +290,14 @@ def p_multi_row(conn: Connection, ctx: Context) -> None:
 
 def p_upsert(conn: Connection, ctx: Context) -> None:
     """Upserts: a shop counted up, an item moved by its natural key."""
+    column, value, bound = ctx.made(conn)
     if ctx.pg:
-        conn.exec_driver_sql(
-            "INSERT INTO shop (name) VALUES ('seed8')"
-            " ON CONFLICT (name) DO UPDATE SET n = shop.n + 1"
+        conn.execute(
+            sa.text(
+                f"INSERT INTO shop ({column}name) VALUES ({value}'seed8')"
+                " ON CONFLICT (name) DO UPDATE SET n = shop.n + 1"
+            ),
+            bound,
         )
         conn.execute(
             sa.text(
@@ -285,8 +306,12 @@ def p_upsert(conn: Connection, ctx: Context) -> None:
             )
         )
     else:
-        conn.exec_driver_sql(
-            "INSERT INTO shop (name) VALUES ('seed8') ON DUPLICATE KEY UPDATE n = n + 1"
+        conn.execute(
+            sa.text(
+                f"INSERT INTO shop ({column}name) VALUES ({value}'seed8')"
+                " ON DUPLICATE KEY UPDATE n = n + 1"
+            ),
+            bound,
         )
         conn.exec_driver_sql(
             "INSERT INTO item (shop_id, label) SELECT id, 'seed-i9' FROM shop WHERE name = 'seed9'"
@@ -320,19 +345,22 @@ def p_replace_or_insert_ignore(conn: Connection, ctx: Context) -> None:
 def p_bulk_load(conn: Connection, ctx: Context) -> None:
     """``COPY`` (PostgreSQL) / ``LOAD DATA LOCAL INFILE`` (MariaDB) of items."""
     eleven = key_of(conn, "seed11")
+    binary = isinstance(eleven, bytes | memoryview)  # UUID192 keys
     rows = [(str(eleven), f"bulk-{ctx.tag}-{n}") for n in range(3)]
     if ctx.pg:
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         with cursor.copy("COPY item (shop_id, label) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
+            for _, label in rows:
+                copy.write_row((bytes(eleven) if binary else str(eleven), label))
     else:
         with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False, newline="") as f:
-            csv.writer(f, lineterminator="\n").writerows(rows)
+            key = bytes(eleven).hex() if binary else str(eleven)
+            csv.writer(f, lineterminator="\n").writerows((key, label) for _, label in rows)
+        how = "(@k, label) SET shop_id = UNHEX(@k)" if binary else "(shop_id, label)"
         try:
             conn.exec_driver_sql(
                 f"LOAD DATA LOCAL INFILE '{Path(f.name).as_posix()}' INTO TABLE item"
-                " FIELDS TERMINATED BY ',' (shop_id, label)"
+                f" FIELDS TERMINATED BY ',' {how}"
             )
         finally:
             Path(f.name).unlink()
@@ -482,11 +510,14 @@ def patterns(engine: Engine) -> dict[str, Pattern]:
 _tags = itertools.count(1)
 
 
-def run_all(engine: Engine, swapped: bool, expected: Expected, where: str) -> dict[str, str]:
-    """Run every pattern once, each in its own transaction; the failures by pattern."""
+def run_all(
+    engine: Engine, swapped: bool, expected: Expected, where: str, uuid192: bool = False
+) -> dict[str, str]:
+    """Run every pattern once, each in its own transaction; the failures by pattern
+    (``uuid192``: see :attr:`Context.uuid192`)."""
     failures: dict[str, str] = {}
     for name, pattern in patterns(engine).items():
-        ctx = Context(engine, swapped, f"{next(_tags)}", expected)
+        ctx = Context(engine, swapped, f"{next(_tags)}", expected, uuid192)
         try:
             with engine.begin() as conn:
                 pattern(conn, ctx)

@@ -165,6 +165,17 @@ def plan_and_blockers(
             f" available on {label}: it needs PostgreSQL (schemas of updatable views); migrate"
             " without versions (roll the application out at the swap)"
         )
+    elif (
+        options.online
+        and options.target == "uuid192"
+        and backend.online is not None
+        and not backend.online.makes_uuid192
+    ):
+        label = backend.database.label if backend.database is not None else "this database"
+        ctx.blockers.add(
+            f"the online mode on {label} migrates keys to UUIDv7 only: migrate to UUID192"
+            " offline (online=False), or online to UUIDv7"
+        )
     if not ctx.blockers.problems:
         return _assemble(ctx), ctx.blockers
     if not despite:
@@ -336,6 +347,13 @@ def _check_segment(ctx: _Planning) -> None:
                 " comes from an integer column (or segment_sql=)"
             )
             return
+    if opts.online and opts.segment_sql and analysis.mentions(opts.segment_sql, [ctx.column]):
+        ctx.blockers.add(
+            f"segment_sql {opts.segment_sql!r} reads the key {ctx.table}.{ctx.column}, which the"
+            " online swap renames (rows inserted between the swap and the contract get their"
+            " segment from it too): give the segment by segment_column= (the key itself may be"
+            " it), or migrate offline"
+        )
     what = f"segment column {ctx.table}.{column}" if column else f"segment_sql {opts.segment_sql!r}"
     sql = segment_sql(ctx.connection, opts)
     if sql is None:

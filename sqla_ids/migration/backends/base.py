@@ -162,6 +162,9 @@ class OnlineStrategy(ABC):
     serves_versions: bool = False
     """Whether it can serve two versions of the tables (the ``versions`` option)."""
 
+    makes_uuid192: bool = False
+    """Whether it migrates keys to UUID192 (``target="uuid192"``) as well as to UUIDv7."""
+
     locked_attempts: int = 1
     """How often a :attr:`Mode.LOCKED` task is built and run again under the
     lock when one of its statements meets a lock timeout (1: the whole step

@@ -358,11 +358,22 @@ class PkMigrationPlan:
         data["new_default"] = NewKeyDefault(**(data.get("new_default") or {}))
         return cls(**data)
 
+    def _target_words(self) -> str:
+        """What the keys become, in the dry run's words."""
+        if not self.uuid192:
+            return "UUIDv7"
+        options = self.options
+        if options.segment_column is not None:
+            return f"UUID192 (UUIDv7, then the segment from {options.segment_column})"
+        if options.segment_sql is not None:
+            return f"UUID192 (UUIDv7, then the segment {options.segment_sql})"
+        return "UUID192 (UUIDv7, no segment)"
+
     def describe(self) -> str:
         """A human-readable dry run: every object the migration will change."""
         lines = [
             f"migrate {self.table}.{self.column} ({self.key_type_sql}, {self.row_count} rows)"
-            f" to UUIDv7 on {self.dialect}",
+            f" to {self._target_words()} on {self.dialect}",
             f"  old keys kept in {self.table}.{self.old_column}"
             f" and mapping table {self.mapping_table} (old -> new)",
             "  new keys ordered like the old ones; timestamps "

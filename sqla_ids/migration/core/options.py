@@ -194,10 +194,10 @@ class PkMigrationOptions:
             )
         if len(named) == 2:
             raise ValueError("give the segment by segment_column or by segment_sql, not both")
-        if self.target == "uuid192" and self.online:
+        if self.target == "uuid192" and self.versions:
             raise ValueError(
-                "the online mode migrates keys to UUIDv7 only: migrate to UUID192 offline"
-                " (online=False), or online to UUIDv7"
+                "versions serve UUIDv7 keys only: migrate to UUID192 without versions"
+                " (the application switches at the swap), or to UUIDv7 with them"
             )
 
     def resumed_with(self, current: PkMigrationOptions) -> tuple[PkMigrationOptions, list[str]]:

@@ -10,7 +10,7 @@ row's ordinal, the online backfill its old key (its mark, see
 
 from __future__ import annotations
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 
 from sqla_ids.migration.core.model import PkMigrationPlan
 
@@ -54,3 +54,72 @@ def key_sql(ms: str, counter: str, hashed: str) -> str:
 
 #: Millisecond and counter of a ``numeric`` key number ``v``.
 NUMBER_PARTS = ("div(v, 262144)::bigint", "mod(v, 262144)::bigint")
+
+
+def segment_bytes_sql(segment: str) -> str:
+    """A UUID192 segment (an integer SQL expression, 0 to 2**64-1) as its 8
+    big-endian bytes: ``int8send`` writes a ``bigint``, so a segment past 2**63
+    goes as its two's complement. ``NULL`` stays ``NULL``."""
+    return (
+        f"int8send(CAST(CASE WHEN ({segment}) > 9223372036854775807"
+        f" THEN ({segment}) - 18446744073709551616 ELSE ({segment}) END AS bigint))"
+    )
+
+
+def append_segment_sql(leading: str, segment: str | None) -> str:
+    """A UUID192 key of the 16 bytes ``leading`` (SQL) and ``segment``'s 8 (none
+    when ``segment`` or its value is ``NULL``, as ``UUID192(u, None)`` stores)."""
+    if segment is None:
+        return leading
+    return f"{leading} || COALESCE({segment_bytes_sql(segment)}, ''::bytea)"
+
+
+def stored_key_sql(plan: PkMigrationPlan, uuid: str, segment: str | None) -> str:
+    """The value a new key column holds for the ``uuid`` SQL expression: itself
+    for UUIDv7 keys, for UUID192 keys its 16 bytes and ``segment``'s 8."""
+    return append_segment_sql(f"uuid_send({uuid})", segment) if plan.uuid192 else uuid
+
+
+def key_uuid_sql(plan: PkMigrationPlan, stored: str) -> str:
+    """The ``uuid`` in a stored new key (SQL): :func:`stored_key_sql` read back."""
+    if not plan.uuid192:
+        return stored
+    return f"CAST(encode(substr({stored}, 1, 16), 'hex') AS uuid)"
+
+
+def row_segment_sql(
+    dialect: Dialect, plan: PkMigrationPlan, row: str, swapped: bool = False
+) -> str | None:
+    """The UUID192 segment of the parent row in the PL/pgSQL record ``row``
+    (``NEW``): its ``segment_column``, or the ``segment_sql`` expression evaluated
+    over that row alone -- a one-row subquery named like the table, so the
+    author's column names, bare or qualified by the table, mean the row's.
+    ``None`` without a segment (or for UUIDv7 keys). Once ``swapped``, a segment
+    column that is the key is read from the old key's column (the planner
+    refuses a ``segment_sql`` naming the key online: the swap renames it)."""
+    options = plan.options
+    if not plan.uuid192:
+        return None
+    quote = dialect.identifier_preparer.quote
+    if options.segment_column is not None:
+        column = options.segment_column
+        if swapped and column == plan.column:
+            column = plan.old_column
+        return f"{row}.{quote(column)}"
+    if options.segment_sql is None:
+        return None
+    return f"(SELECT ({options.segment_sql}) FROM (SELECT {row}.*) AS {quote(plan.table)})"
+
+
+#: A parent's key chosen by a child row written before the parent (a deferred
+#: foreign key, a replica session) when the key has a segment: the parent's
+#: segment is not known yet. Its 16 bytes and one zero byte -- a length no
+#: UUID192 value has, so it can be told apart and never passes for a key; the
+#: parent's insert completes it with its own segment, in the mapping and in
+#: the children that took it (:func:`sync_trigger_statements`).
+PENDING_LENGTH = 17
+
+
+def pending_key_sql(uuid: str) -> str:
+    """:data:`PENDING_LENGTH` bytes: the ``uuid``'s 16 and a zero byte."""
+    return f"uuid_send({uuid}) || decode('00', 'hex')"

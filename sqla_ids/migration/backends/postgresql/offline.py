@@ -43,6 +43,7 @@ from sqla_ids.migration.backends.postgresql.keys import (
     KEY_NUMBER_SQL,
     NUMBER_PARTS,
     key_sql,
+    segment_bytes_sql,
     time_number_sql,
 )
 from sqla_ids.migration.backends.postgresql.reflect import (
@@ -347,12 +348,9 @@ def mapping_insert_sql(connection: Connection, plan: PkMigrationPlan, bounded: b
     if plan.uuid192:
         # The UUID's 16 bytes, then the segment's 8 (big-endian; int8send writes a
         # bigint, so a segment past 2**63 goes as its two's complement).
-        key = f"decode(replace(CAST({key} AS text), '-', ''), 'hex')"
+        key = f"uuid_send({key})"
         if segment is not None:
-            key += (
-                " || int8send(CAST(CASE WHEN s > 9223372036854775807"
-                " THEN s - 18446744073709551616 ELSE s END AS bigint))"
-            )
+            key += f" || {segment_bytes_sql('s')}"
     s_col = ", s" if segment is not None else ""
     s_sql = f", {segment} AS s" if segment is not None else ""
     return (

@@ -443,6 +443,8 @@ def sync_trigger_statements(
     else:
         old_key, new_key = plan.old_column, plan.column
     ok, nk = q(old_key), q(new_key)
+    segment = keys.row_segment_sql(dialect, plan, "NEW", swapped=not forward)
+    made = keys.stored_key_sql(plan, "sqla_ids_uuid7()", segment)
     # The parent: the mapping follows inserts, key changes and deletes. Key
     # changes are mapped BEFORE the row changes, so that an ON UPDATE
     # CASCADE (an AFTER trigger) finds the new old key in the mapping when
@@ -456,16 +458,24 @@ def sync_trigger_statements(
         inserted = [
             f"  IF NEW.{ok} IS NOT NULL THEN",
             f"    INSERT INTO {m} AS x (old_key, new_key)"
-            f" VALUES (NEW.{ok}, COALESCE(NEW.{nk}, sqla_ids_uuid7()))",
+            f" VALUES (NEW.{ok}, COALESCE(NEW.{nk}, {made}))",
             "      ON CONFLICT (old_key) DO UPDATE SET new_key = x.new_key",
             f"      RETURNING x.new_key INTO NEW.{nk};",
+            *_completed(dialect, plan, ok, nk, segment),
             f"  ELSIF NEW.{nk} IS NULL THEN",
-            f"    NEW.{nk} := sqla_ids_uuid7();",
+            f"    NEW.{nk} := {made};",
             "  END IF;",
         ]
         mapped_after: list[str] = []
     else:
-        inserted = ["  NULL;"]
+        # UUID192 keys have no column default (their segment is the row's):
+        # a row inserted without one until the contract -- by the old code --
+        # gets it here.
+        inserted = (
+            [f"  IF NEW.{nk} IS NULL THEN NEW.{nk} := {made}; END IF;"]
+            if plan.uuid192
+            else ["  NULL;"]
+        )
         mapped_after = [
             "ELSIF TG_WHEN = 'AFTER' AND TG_OP = 'INSERT' THEN",
             f"  IF NEW.{ok} IS NOT NULL AND NEW.{nk} IS NOT NULL THEN",
@@ -493,6 +503,13 @@ def sync_trigger_statements(
     ]
     by_table.setdefault(plan.table, []).extend(parent)
     p = q(plan.table)
+    # The parent's key a child chooses: a UUID192 key with a segment is left
+    # pending (keys.PENDING_LENGTH) until the parent's row brings its segment.
+    chosen_key = (
+        keys.pending_key_sql("sqla_ids_uuid7()")
+        if segment is not None
+        else keys.stored_key_sql(plan, "sqla_ids_uuid7()", None)
+    )
     for n, ref in references(plan):
         if forward:
             target, look, give = plan.temp_column(ref.table, ref.column), "old_key", "new_key"
@@ -508,7 +525,7 @@ def sync_trigger_statements(
             [
                 f"    IF NEW.{t} IS NULL AND NEW.{s} IS NOT NULL"
                 f" AND NOT EXISTS (SELECT 1 FROM {p} WHERE {ok} = NEW.{s}) THEN",
-                f"      INSERT INTO {m} AS x (old_key, new_key) VALUES (NEW.{s}, sqla_ids_uuid7())",
+                f"      INSERT INTO {m} AS x (old_key, new_key) VALUES (NEW.{s}, {chosen_key})",
                 "        ON CONFLICT (old_key) DO UPDATE SET new_key = x.new_key",
                 f"        RETURNING x.new_key INTO NEW.{t};",
                 "    END IF;",
@@ -590,6 +607,32 @@ def sync_trigger_statements(
                 ),
             ]
     return statements
+
+
+def _completed(
+    dialect: Dialect, plan: PkMigrationPlan, ok: str, nk: str, segment: str | None
+) -> list[str]:
+    """PL/pgSQL completing a parent's pending UUID192 key (:data:`keys.PENDING_LENGTH`:
+    a child written first chose it, without the parent's segment) with the
+    row's segment, in the row, the mapping and every child that took it. The
+    children's rows are updated (their own UPDATE triggers see it): they were
+    written earlier in this transaction (a deferred foreign key) or by a
+    session without foreign key checks."""
+    if segment is None:
+        return []
+    lines = [
+        f"    IF length(NEW.{nk}) = {keys.PENDING_LENGTH} THEN",
+        f"      NEW.{nk} := {keys.append_segment_sql(f'substr(NEW.{nk}, 1, 16)', segment)};",
+        f"      UPDATE {_q(dialect, plan.mapping_table)} SET new_key = NEW.{nk}"
+        f" WHERE old_key = NEW.{ok};",
+    ]
+    for _, ref in references(plan):
+        t = _q(dialect, plan.temp_column(ref.table, ref.column))
+        lines.append(
+            f"      UPDATE {_q(dialect, ref.table)} SET {t} = NEW.{nk}"
+            f" WHERE {_q(dialect, ref.column)} = NEW.{ok} AND length({t}) = {keys.PENDING_LENGTH};"
+        )
+    return [*lines, "    END IF;"]
 
 
 def lock_statement(
@@ -881,19 +924,23 @@ def expand_statements(
                 str(sa.schema.CreateTable(mapping.mapping_table(plan)).compile(dialect=dialect))
             )
         )
+    kind = mapping.new_type_sql(connection, plan)
     for table, column in plan.targets():
         tmp = _q(dialect, plan.temp_column(table, column))
         statements.append(
-            Statement(f"ALTER TABLE {_q(dialect, table)} ADD COLUMN IF NOT EXISTS {tmp} uuid")
+            Statement(f"ALTER TABLE {_q(dialect, table)} ADD COLUMN IF NOT EXISTS {tmp} {kind}")
         )
     key = _q(dialect, plan.temp_column(plan.table, plan.column))
-    # New rows get their UUID at insert, from now on (no table rewrite: a
-    # default added after the column applies to new rows only).
-    statements.append(
-        Statement(
-            f"ALTER TABLE {_q(dialect, plan.table)} ALTER COLUMN {key} SET DEFAULT sqla_ids_uuid7()"
+    if not plan.uuid192:
+        # New rows get their UUID at insert, from now on (no table rewrite: a
+        # default added after the column applies to new rows only). A UUID192
+        # key is the row's (its segment): the trigger makes it.
+        statements.append(
+            Statement(
+                f"ALTER TABLE {_q(dialect, plan.table)} ALTER COLUMN {key}"
+                " SET DEFAULT sqla_ids_uuid7()"
+            )
         )
-    )
     return statements + sync_trigger_statements(dialect, plan, catalog, forward=True)
 
 
@@ -901,6 +948,7 @@ class PostgreSQLOnline(OnlineStrategy):
     """Online key migration on PostgreSQL (see the module docstring)."""
 
     serves_versions = True
+    makes_uuid192 = True
 
     # --- what it cannot do --------------------------------------------------------
 
@@ -1437,6 +1485,11 @@ def _quietly(connection: Connection, table: str) -> bool:
     return bool(application_update_triggers(connection, table))
 
 
+def _segment_as_s(segment: str | None) -> str:
+    """The batch's UUID192 segment column ``s`` (SQL of the select list), if any."""
+    return "" if segment is None else f", {segment} AS s"
+
+
 def _backfill_session(connection: Connection, quiet: bool) -> None:
     """This batch transaction's settings, in one round trip: the sync triggers
     skip its rows (:data:`BACKFILL_SETTING`), the application's UPDATE triggers
@@ -1470,14 +1523,16 @@ class ParentKeys(ParentKeysWalk):
         if self.plan.timestamp_column is not None:
             self.resume(connection)
         elif self.ordinal is None:
-            tmp = _q(connection, self.plan.temp_column(self.plan.table, self.plan.column))
-            hex_ = "replace(CAST(k AS text), '-', '')"
+            plan = self.plan
+            tmp = _q(connection, plan.temp_column(plan.table, plan.column))
+            hex_ = f"replace(CAST({keys.key_uuid_sql(plan, 'k')} AS text), '-', '')"
+            below = keys.stored_key_sql(plan, "CAST(:below AS uuid)", None)
             value = connection.execute(
                 sa.text(
                     f"SELECT (('x' || substr({hex_}, 1, 12))::bit(48)::bigint - :start) * 4096"
                     f" + ('x' || substr({hex_}, 14, 3))::bit(12)::int"
-                    f" FROM (SELECT {tmp} AS k FROM {_q(connection, self.plan.table)}"
-                    f" WHERE {tmp} < CAST(:below AS uuid) ORDER BY {tmp} DESC LIMIT 1) last"
+                    f" FROM (SELECT {tmp} AS k FROM {_q(connection, plan.table)}"
+                    f" WHERE {tmp} < {below} ORDER BY {tmp} DESC LIMIT 1) last"
                 ),
                 {"start": first_ms(self.plan), "below": backfilled_below(self.plan)},
             ).scalar()
@@ -1532,12 +1587,15 @@ class ParentKeys(ParentKeysWalk):
         t, k = _q(connection, plan.table), _q(connection, plan.column)
         tmp = _q(connection, plan.temp_column(plan.table, plan.column))
         key = keys.key_sql(*keys.NUMBER_PARTS, "CAST(k AS text)")
+        segment = mapping.segment_sql(connection, plan.options) if plan.uuid192 else None
+        key = keys.stored_key_sql(plan, key, None if segment is None else "s")
         covered, upto, last = connection.execute(
             sa.text(
                 f"WITH b AS (SELECT {k} AS k, {keys.time_number_sql(connection, plan)} AS t"
+                f"{_segment_as_s(segment)}"
                 f" FROM {t} WHERE {where}{tmp} IS NULL ORDER BY {k} LIMIT :n FOR NO KEY UPDATE),"
-                f" o AS (SELECT k, {keys.KEY_NUMBER_SQL} AS v"
-                " FROM (SELECT k, t, row_number() OVER (ORDER BY k) AS r FROM b) x),"
+                f" o AS (SELECT k, {keys.KEY_NUMBER_SQL} AS v{', s' if segment else ''}"
+                " FROM (SELECT b.*, row_number() OVER (ORDER BY k) AS r FROM b) x),"
                 f" i AS (INSERT INTO {_q(connection, plan.mapping_table)} (old_key, new_key)"
                 f" SELECT k, {key} FROM o ON CONFLICT (old_key) DO NOTHING)"
                 " SELECT (SELECT count(*) FROM b), (SELECT k FROM b ORDER BY k DESC LIMIT 1),"
@@ -1557,15 +1615,20 @@ class ParentKeys(ParentKeysWalk):
         t, k = _q(connection, plan.table), _q(connection, plan.column)
         tmp = _q(connection, plan.temp_column(plan.table, plan.column))
         m = _q(connection, plan.mapping_table)
+        segment = mapping.segment_sql(connection, plan.options) if plan.uuid192 else None
+        key = keys.stored_key_sql(
+            plan,
+            "CAST(lpad(to_hex(:start + (o.ord >> 12)), 12, '0')"
+            " || '7' || lpad(to_hex(o.ord & 4095), 3, '0')"
+            " || substr(CAST(gen_random_uuid() AS text), 20) AS uuid)",
+            None if segment is None else "o.s",
+        )
         covered, upto = connection.execute(
             sa.text(
-                f"WITH b AS (SELECT {k} AS k FROM {t} WHERE {where}{tmp} IS NULL"
-                f" ORDER BY {k} LIMIT :n FOR NO KEY UPDATE),"
-                " o AS (SELECT k, :done + row_number() OVER (ORDER BY k) AS ord FROM b),"
-                f" i AS (INSERT INTO {m} (old_key, new_key) SELECT k,"
-                " CAST(lpad(to_hex(:start + (o.ord >> 12)), 12, '0')"
-                " || '7' || lpad(to_hex(o.ord & 4095), 3, '0')"
-                " || substr(CAST(gen_random_uuid() AS text), 20) AS uuid) FROM o"
+                f"WITH b AS (SELECT {k} AS k{_segment_as_s(segment)} FROM {t}"
+                f" WHERE {where}{tmp} IS NULL ORDER BY {k} LIMIT :n FOR NO KEY UPDATE),"
+                " o AS (SELECT b.*, :done + row_number() OVER (ORDER BY k) AS ord FROM b),"
+                f" i AS (INSERT INTO {m} (old_key, new_key) SELECT k, {key} FROM o"
                 " ON CONFLICT (old_key) DO NOTHING)"
                 # ORDER BY ... LIMIT 1, not max(): uuid has no max() before 18.
                 " SELECT (SELECT count(*) FROM b), (SELECT k FROM b ORDER BY k DESC LIMIT 1)"
@@ -1578,10 +1641,11 @@ class ParentKeys(ParentKeysWalk):
         """The largest mapping key carrying its old key's mark, read downward from
         the top through the mapping's unique index (the application's keys above
         it are passed over, one hash each)."""
-        hex_ = "right(replace(CAST(new_key AS text), '-', ''), 14)"
+        uuid = keys.key_uuid_sql(self.plan, "new_key")
+        hex_ = f"right(replace(CAST({uuid} AS text), '-', ''), 14)"
         value = connection.execute(
             sa.text(
-                f"SELECT new_key FROM {_q(connection, self.plan.mapping_table)}"
+                f"SELECT {uuid} FROM {_q(connection, self.plan.mapping_table)}"
                 f" WHERE {hex_} = {keys.hash_hex_sql('CAST(old_key AS text)')}"
                 " ORDER BY new_key DESC LIMIT 1"
             ),
