@@ -97,7 +97,12 @@ def _seeded(engine: Engine) -> list[Any]:
 
 
 @pytest.mark.slow_on("mariadb")
-@pytest.mark.parametrize("segment", list(SEGMENTS), ids=list(SEGMENTS))
+@pytest.mark.parametrize(
+    "segment",
+    # The other segments' cases with the slow tests (the quick loop keeps one).
+    [pytest.param(s, marks=[pytest.mark.slow] if s != "column" else []) for s in SEGMENTS],
+    ids=list(SEGMENTS),
+)
 def test_every_phase_with_the_application_writing(region_shop: Engine, segment: str) -> None:
     """Expand, backfill, prepare, swap (the application writing throughout,
     changing old keys before the swap), then the contract and the undo."""
@@ -168,7 +173,11 @@ def test_a_child_written_before_its_parent_takes_the_parents_segment(
 
 
 @pytest.mark.slow_on("mariadb")
-@pytest.mark.parametrize("timestamp", [False, True], ids=["ordinal", "timestamp column"])
+@pytest.mark.parametrize(
+    "timestamp",
+    [False, pytest.param(True, marks=pytest.mark.slow)],
+    ids=["ordinal", "timestamp column"],
+)
 def test_killed_during_the_backfill_then_resumed(
     region_shop: Engine, monkeypatch: pytest.MonkeyPatch, timestamp: bool
 ) -> None:
@@ -180,12 +189,12 @@ def test_killed_during_the_backfill_then_resumed(
         with engine.begin() as conn:
             conn.exec_driver_sql(f"ALTER TABLE {quoted(engine)} ADD COLUMN made DATE")
             # Days going back and forth (ties and steps back, as real data has).
-            conn.exec_driver_sql(
-                f"UPDATE {quoted(engine)} SET made = DATE '2021-03-04' + CAST(MOD(id * 7, 40) AS int)"
+            days = (
+                "CAST(MOD(id * 7, 40) AS int)"
                 if requires.database_name(engine) == "postgresql"
-                else f"UPDATE {quoted(engine)} SET made = DATE '2021-03-04'"
-                " + INTERVAL MOD(id * 7, 40) DAY"
+                else "INTERVAL MOD(id * 7, 40) DAY"
             )
+            conn.exec_driver_sql(f"UPDATE {quoted(engine)} SET made = DATE '2021-03-04' + {days}")
         options["timestamp_column"] = "made"
     seeded = _seeded(engine)
     calls = {"n": 0}

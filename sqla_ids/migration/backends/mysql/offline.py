@@ -38,7 +38,7 @@ from sqlalchemy.engine import Connection
 
 from sqla_ids.errors import MigrationVerificationError
 from sqla_ids.migration.backends.base import Proven, Strategy
-from sqla_ids.migration.backends.mysql.keys import key_sql
+from sqla_ids.migration.backends.mysql.keys import key_sql, stored_key_sql
 from sqla_ids.migration.backends.mysql.online import old_key_index
 from sqla_ids.migration.backends.mysql.reflect import (
     _quote,
@@ -462,9 +462,8 @@ def mapping_insert_sql(connection: Connection, plan: PkMigrationPlan, bounded: b
     low = f"{k} > :after AND " if bounded else ""
     key = key_sql("(v >> 18)", "(v & 262143)", ":ordinal + r - 1")
     segment = segment_sql(connection, plan.options)
-    if plan.uuid192:
-        # The UUID's 16 bytes, then the segment's 8, big-endian.
-        key = f"UNHEX(CONCAT({key}, LPAD(HEX(s), 16, '0')))" if segment else f"UNHEX({key})"
+    # UUID192 keys: the UUID's 16 bytes, then the segment's 8, big-endian.
+    key = stored_key_sql(plan, key, None if segment is None else "s")
     s_col = ", s" if segment is not None else ""
     s_sql = f", {segment} AS s" if segment is not None else ""
     return (

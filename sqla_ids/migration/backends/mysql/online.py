@@ -44,6 +44,14 @@ exclusive metadata lock, bounded by ``lock_wait_timeout``):
   COLUMN``). The parent keeps ``<key>_old`` (unique) and the
   mapping table, as the offline migration does.
 
+UUID192 keys (``target="uuid192"``) are ``VARBINARY(24)``: the UUIDv7 and the
+row's segment, which the backfill reads with each batch and the triggers from
+the row they fire for -- no column default can read the row, so the triggers
+make every new row's key until the contract, after which the application
+does (as after the offline migration). A child written before its parent
+(foreign key checks off) leaves the parent's key pending until the parent's
+insert brings its segment (:func:`sync_trigger_statements`).
+
 Lock waits: a statement of the migration never waits for a metadata lock (it
 is retried, up to 25 times ``swap_attempts``, after 20-200 ms); row locks
 wait ``innodb_lock_wait_timeout``, whole seconds on MariaDB, so
@@ -71,7 +79,6 @@ from sqla_ids.migration.backends.mysql import guards, keys, reflect
 from sqla_ids.migration.backends.mysql.reflect import (
     catalog_rows,
     preserved_columns,
-    uuid_type_sql,
 )
 from sqla_ids.migration.core import analysis, mapping
 from sqla_ids.migration.core.backfill import (
@@ -124,15 +131,6 @@ _KEYS = "sqla_ids_online_keys"
 # and 2.0 s in the downgrade (docs/migration.md, "Measured").
 _POOL_SHARE = 1 / 6
 
-# The default of a UUID column between the undo of the swap and its removal:
-# 32 hex digits, which native UUID and CHAR(32) columns both take.
-_NO_UUID = "0" * 32
-#: The same, as an SQL literal: the default of the new columns while they are
-#: NOT NULL and the triggers fill them (a multi-row INSERT or INSERT ... SELECT
-#: that leaves a NOT NULL column out is refused before any trigger runs,
-#: unless the column has a default; the triggers replace it).
-_NIL = f"'{_NO_UUID}'"
-
 # With the tables locked (swap, unswap): how long one statement waits for a
 # metadata lock held by a background thread or a transaction on a linked
 # table, and how often the locked work is retried before giving up. Whole
@@ -149,11 +147,14 @@ def _q(bind: Connection | Dialect, name: str) -> str:
 def _columns(connection: Connection, table: str) -> dict[str, dict[str, Any]]:
     rows = catalog_rows(
         connection,
-        "SELECT COLUMN_NAME, IS_NULLABLE, COLUMN_KEY FROM information_schema.COLUMNS"
-        " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = :t",
+        "SELECT COLUMN_NAME, IS_NULLABLE, COLUMN_KEY, COLUMN_DEFAULT FROM"
+        " information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = :t",
         {"t": table},
     )
-    return {r[0]: {"nullable": r[1] == "YES", "key": r[2]} for r in rows}
+    # (COLUMN_DEFAULT is NULL for a column without a default; DEFAULT NULL reads 'NULL'.)
+    return {
+        r[0]: {"nullable": r[1] == "YES", "key": r[2], "default": r[3] is not None} for r in rows
+    }
 
 
 def _indexes(connection: Connection, table: str) -> dict[str, list[str]]:
@@ -258,9 +259,18 @@ def _lock_name(name: str) -> str:
     return "sqla_ids:" + hashlib.sha1(name.encode()).hexdigest()
 
 
-def _hex(column_sql: str) -> str:
-    """32 hex digits of a UUID column, native ``UUID`` (dashed) or ``CHAR(32)``."""
-    return f"REPLACE(CAST({column_sql} AS CHAR), '-', '')"
+def _new_type(dialect: Dialect, plan: PkMigrationPlan) -> str:
+    """The type of the new key and reference columns: the plugin's ``UUIDv7`` as
+    this server stores it, or ``UUID192Type`` (``VARBINARY(24)``)."""
+    return str(mapping.new_key_type(plan).compile(dialect=dialect))
+
+
+def _pending_variable(dialect: Dialect, plan: PkMigrationPlan) -> str:
+    """The user variable through which the parent's ``BEFORE INSERT`` trigger
+    hands its ``AFTER INSERT`` trigger the pending key it completed (see
+    :func:`sync_trigger_statements`): per migration, as a session may write
+    the tables of two."""
+    return "@" + _q(dialect, object_name(plan, "pending", 0))
 
 
 def _actions(ref: Reference) -> str:
@@ -439,12 +449,30 @@ class Catalog:
     """Names of the database's triggers."""
     mapping: bool = False
     """Whether the mapping table exists."""
+    defaults: dict[str, set[str]] = field(default_factory=dict)
+    """table -> its columns with a default."""
+    preserved: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """table -> its ``ON UPDATE CURRENT_TIMESTAMP`` columns (read for UUID192 keys
+    only: the statements completing pending keys keep them, see :func:`_keeping`)."""
 
     def rename_column(self, table: str, old: str, new: str, nullable: bool | None = None) -> None:
-        """``old`` is ``new`` from now on (its nullability changed or kept)."""
+        """``old`` is ``new`` from now on (its nullability changed or kept; its
+        default kept, see :meth:`set_default`)."""
         columns = self.columns.setdefault(table, {})
         kept = columns.pop(old, True)
         columns[new] = kept if nullable is None else nullable
+        defaults = self.defaults.setdefault(table, set())
+        if old in defaults:
+            defaults.discard(old)
+            defaults.add(new)
+
+    def set_default(self, table: str, column: str, default: bool) -> None:
+        """``column`` has a default from now on, or none."""
+        defaults = self.defaults.setdefault(table, set())
+        if default:
+            defaults.add(column)
+        else:
+            defaults.discard(column)
 
     def drop_column(self, table: str, column: str) -> None:
         """``column`` is gone, and the indexes only over it with it."""
@@ -469,9 +497,11 @@ def read_catalog(connection: Connection, plan: PkMigrationPlan) -> Catalog:
     """The :class:`Catalog` of the affected tables as they are now."""
     catalog = Catalog()
     for table in plan.affected_tables:
-        catalog.columns[table] = {
-            name: info["nullable"] for name, info in _columns(connection, table).items()
-        }
+        columns = _columns(connection, table)
+        catalog.columns[table] = {name: info["nullable"] for name, info in columns.items()}
+        catalog.defaults[table] = {name for name, info in columns.items() if info["default"]}
+        if plan.uuid192:
+            catalog.preserved[table] = preserved_columns(connection, table)
         catalog.indexes[table] = _indexes(connection, table)
         catalog.foreign_keys[table] = _foreign_keys(connection, table)
     catalog.triggers = _triggers(connection)
@@ -528,6 +558,18 @@ def sync_trigger_statements(
     rows their key last -- a row inserted before it exists gets its key
     from the backfill, with its mapping. Turned round (at the swap, tables
     locked), the old ones go first.
+
+    UUID192 keys carry their row's segment (:func:`keys.row_segment_sql`), so
+    the triggers make them -- no column default can read the row. A child
+    written before its parent chooses the parent's key *pending*
+    (:data:`keys.PENDING_LENGTH`: the segment is not known yet); the parent's
+    ``BEFORE INSERT`` completes its own, and hands the pending value to its
+    ``AFTER INSERT`` (:func:`_pending_variable`), which completes the children
+    that took it -- once the parent's row exists, which their foreign key on
+    the new column looks for. A child in the parent's own table cannot be
+    updated by the parent's trigger (MariaDB refuses a trigger writing the
+    table its statement writes, 1442): the backfill's sweeps, the prepare's
+    repair and the swap complete those (:func:`_completed_self_references`).
     """
 
     def q(name: str) -> str:
@@ -538,6 +580,18 @@ def sync_trigger_statements(
     key_tmp = plan.temp_column(plan.table, plan.column)
     old_key, new_key = (plan.column, key_tmp) if forward else (plan.old_column, plan.column)
     ok, nk = q(old_key), q(new_key)
+    nil = keys.placeholder_sql(plan)
+    segment = keys.row_segment_sql(
+        dialect, plan, "NEW", catalog.columns.get(plan.table, {}), swapped=not forward
+    )
+    made = keys.stored_key_sql(plan, "sqla_ids_uuid7()", segment)
+    # The children the parent's insert completes (the other tables: see above).
+    completing = (
+        [(n, ref) for n, ref in references(plan) if ref.table != plan.table]
+        if forward and segment is not None
+        else []
+    )
+    pending = _pending_variable(dialect, plan)
     upsert = (
         f"INSERT INTO {m} (old_key, new_key) VALUES (NEW.{ok}, NEW.{nk})"
         " ON DUPLICATE KEY UPDATE new_key = VALUES(new_key);"
@@ -555,19 +609,44 @@ def sync_trigger_statements(
         # served: a child written before its parent (foreign key checks off:
         # imports, fixtures) chose it already, and the parent takes it. An
         # AUTO_INCREMENT key is not known yet here (0): nothing can have chosen
-        # its value, and the AFTER INSERT trigger maps it.
+        # its value, and the AFTER INSERT trigger maps it. A pending UUID192
+        # key a child chose gets this row's segment, in the mapping at once (a
+        # reference to the row itself, in this same row, reads it there); the
+        # AFTER INSERT trigger completes the children (the variable is cleared
+        # first: an INSERT IGNORE or upsert whose row was not inserted left it
+        # set).
+        full = keys.append_segment_sql(keys.pending_uuid_sql(f"NEW.{nk}"), segment)
+        completed = [
+            f"  IF {keys.is_pending_sql(f'NEW.{nk}')} THEN",
+            *([f"    SET {pending} = NEW.{nk};"] if completing else []),
+            f"    SET NEW.{nk} = {full};",
+            f"    UPDATE {m} SET new_key = NEW.{nk} WHERE old_key = NEW.{ok};",
+            "  END IF;",
+        ]
         add(
             plan.table,
             "BEFORE",
             "INSERT",
+            *([f"SET {pending} = NULL;"] if completing else []),
             f"IF NEW.{ok} IS NOT NULL AND NEW.{ok} <> 0 THEN",
             f"  INSERT INTO {m} (old_key, new_key) VALUES (NEW.{ok},"
-            f" COALESCE(NULLIF(NEW.{nk}, {_NIL}), sqla_ids_uuid7()))"
+            f" COALESCE(NULLIF(NEW.{nk}, {nil}), {made}))"
             " ON DUPLICATE KEY UPDATE old_key = old_key;",
             f"  SET NEW.{nk} = (SELECT new_key FROM {m} WHERE old_key = NEW.{ok});",
-            f"ELSEIF NEW.{nk} IS NULL OR NEW.{nk} = {_NIL} THEN",
-            f"  SET NEW.{nk} = sqla_ids_uuid7();",
+            *(completed if segment is not None else []),
+            f"ELSEIF NEW.{nk} IS NULL OR NEW.{nk} = {nil} THEN",
+            f"  SET NEW.{nk} = {made};",
             "END IF;",
+        )
+    elif plan.uuid192:
+        # From the swap to the contract: a row inserted without a key (code
+        # not switched yet) gets one with its segment, replacing the key's
+        # placeholder default (UUIDv7 keys: plan.new_default's trigger).
+        add(
+            plan.table,
+            "BEFORE",
+            "INSERT",
+            f"IF NEW.{nk} IS NULL OR NEW.{nk} = {nil} THEN SET NEW.{nk} = {made}; END IF;",
         )
     add(
         plan.table,
@@ -587,8 +666,33 @@ def sync_trigger_statements(
         "INSERT",
         f"IF NEW.{ok} IS NOT NULL AND NEW.{nk} IS NOT NULL THEN {upsert} END IF;",
     )
+    if completing:
+        # Only when the BEFORE INSERT trigger completed a pending key: a search
+        # of the children for every insert would take gap locks on their
+        # indexes (REPEATABLE READ), which two transactions inserting parents
+        # and then children deadlock on.
+        add(
+            plan.table,
+            "AFTER",
+            "INSERT",
+            f"IF {pending} IS NOT NULL THEN",
+            *(
+                f"  UPDATE {q(ref.table)} SET {q(plan.temp_column(ref.table, ref.column))}"
+                f" = NEW.{nk}{_keeping(dialect, catalog, ref.table)}"
+                f" WHERE {q(ref.column)} = NEW.{ok}"
+                f" AND {q(plan.temp_column(ref.table, ref.column))} = {pending};"
+                for _, ref in completing
+            ),
+            f"  SET {pending} = NULL;",
+            "END IF;",
+        )
     add(plan.table, "AFTER", "DELETE", f"DELETE FROM {m} WHERE old_key = OLD.{ok};")
     p = q(plan.table)
+    chosen = (
+        keys.pending_key_sql("sqla_ids_uuid7()")
+        if segment is not None
+        else keys.stored_key_sql(plan, "sqla_ids_uuid7()", None)
+    )
     for n, ref in references(plan):
         tmp = plan.temp_column(ref.table, ref.column)
         if forward:
@@ -617,12 +721,13 @@ def sync_trigger_statements(
         if forward:
             # A parent nowhere to be seen (foreign key checks off: written
             # later, or never): its new key is chosen here, in the mapping,
-            # which the parent will take. One that exists without a new key
-            # yet is not backfilled: the backfill sets the child.
+            # which the parent will take (pending, with a segment to come).
+            # One that exists without a new key yet is not backfilled: the
+            # backfill sets the child.
             lookup += (
                 f" IF NEW.{t} IS NULL AND NEW.{s} IS NOT NULL AND NOT EXISTS"
                 f" (SELECT 1 FROM {p} WHERE {q(look)} = NEW.{s}) THEN"
-                f" INSERT INTO {m} (old_key, new_key) VALUES (NEW.{s}, sqla_ids_uuid7())"
+                f" INSERT INTO {m} (old_key, new_key) VALUES (NEW.{s}, {chosen})"
                 " ON DUPLICATE KEY UPDATE old_key = old_key;"
                 f" SET NEW.{t} = (SELECT new_key FROM {m} WHERE old_key = NEW.{s}); END IF;"
             )
@@ -663,7 +768,7 @@ def expand_statements(
         create = sa.schema.CreateTable(mapping.mapping_table(plan))
         statements.append(Statement(str(create.compile(dialect=dialect))))
         catalog.mapping = True
-    uuid_sql = uuid_type_sql(dialect)
+    uuid_sql = _new_type(dialect, plan)
     for table, column in plan.targets():
         tmp = plan.temp_column(table, column)
         if tmp in catalog.columns.get(table, {}):
@@ -778,7 +883,8 @@ def _exchange(
         return f" COMMENT {literal_for(dialect, definition.comment)}"
 
     statements: list[Statement] = []
-    uuid_sql = uuid_type_sql(dialect)
+    uuid_sql = _new_type(dialect, plan)
+    nil = keys.placeholder_sql(plan)
     # 1. The parent: names swapped, the key's default, comments. Both foreign
     # keys follow their parent column's new name.
     parent = catalog.columns.get(plan.table, {})
@@ -790,6 +896,11 @@ def _exchange(
             old_comment = OLD_COLUMN_COMMENT.format(table=plan.table, column=plan.column)
             old_body = body if plan.default.kind == "auto_increment" else _nullable(body)
             default = f" DEFAULT {plan.new_default_sql}" if plan.new_default_sql else ""
+            if plan.uuid192:
+                # Until the contract a row inserted without a key gets it from
+                # the trigger, past the placeholder (an INSERT ... SELECT
+                # leaving the column out needs a default).
+                default = f" DEFAULT {nil}"
             clauses = [
                 f"CHANGE COLUMN {q(plan.column)} {q(plan.old_column)} {old_body}"
                 f" COMMENT {literal_for(dialect, old_comment)}",
@@ -798,10 +909,11 @@ def _exchange(
             ]
             catalog.rename_column(plan.table, plan.column, plan.old_column)
             catalog.rename_column(plan.table, sides.key_new, plan.column, nullable=False)
+            catalog.set_default(plan.table, plan.column, bool(default))
         else:
             clauses = [
                 f"CHANGE COLUMN {q(plan.column)} {q(sides.key_parked)} {uuid_sql}"
-                f" NOT NULL DEFAULT {_NIL}",
+                f" NOT NULL DEFAULT {nil}",
                 f"CHANGE COLUMN {q(plan.old_column)} {q(plan.column)} {body}"
                 f"{comment_of(key_def)}{position}",
             ]
@@ -849,7 +961,7 @@ def _exchange(
                 # application insert should the undo be stopped before it
                 # drops the column (the lock ends with the connection).
                 leaving = f"CHANGE COLUMN {q(ref.column)} {q(parked)} {uuid_sql}" + (
-                    " NULL" if columns[ref.column] else f" NOT NULL DEFAULT '{_NO_UUID}'"
+                    " NULL" if columns[ref.column] else f" NOT NULL DEFAULT {nil}"
                 )
             clauses = [
                 *([f"DROP FOREIGN KEY IF EXISTS {q(ref.constraint)}"] if ref.constraint else []),
@@ -880,10 +992,48 @@ def _exchange(
     return statements
 
 
+def _completed_self_references(
+    dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog
+) -> list[Statement]:
+    """A reference of the parent's own table to a parent written after it
+    (foreign key checks off), with a UUID192 key pending there
+    (:data:`keys.PENDING_LENGTH`), takes the parent's completed key from the
+    mapping: the parent's trigger could not update its own table (1442).
+    Before the swap renames the columns (not once it began: a swap resumed
+    after it ran this already). The pending values sort after every key, so
+    the new column's index (built by the backfill) finds them by a range."""
+    options = plan.options
+    if not plan.uuid192 or (options.segment_column is None and options.segment_sql is None):
+        return []
+    key_tmp = plan.temp_column(plan.table, plan.column)
+    columns = catalog.columns.get(plan.table, {})
+    if key_tmp not in columns or plan.old_column in columns:
+        return []
+    t, m = _q(dialect, plan.table), _q(dialect, plan.mapping_table)
+    statements = []
+    for _, ref in references(plan):
+        tmp = plan.temp_column(ref.table, ref.column)
+        if ref.table != plan.table or tmp not in columns:
+            continue
+        # The tables are locked under their names: no aliases (LOCK TABLES
+        # would want them locked too).
+        new = f"{t}.{_q(dialect, tmp)}"
+        statements.append(
+            Statement(
+                f"UPDATE {t} JOIN {m} ON {m}.old_key = {t}.{_q(dialect, ref.column)}"
+                f" SET {new} = {m}.new_key{_keeping(dialect, catalog, plan.table, f'{t}.')}"
+                f" WHERE {keys.pending_range_sql(new)} AND {keys.is_pending_sql(new)}"
+                f" AND NOT {keys.is_pending_sql(f'{m}.new_key')}"
+            )
+        )
+    return statements
+
+
 def swap_statements(dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog) -> list[Statement]:
     """The new columns take the old ones' names and roles (metadata only), the new
     key gets its ``BEFORE INSERT`` trigger and the sync triggers turn round."""
-    statements = _exchange(dialect, plan, catalog, Sides(plan, up=True))
+    statements = _completed_self_references(dialect, plan, catalog)
+    statements += _exchange(dialect, plan, catalog, Sides(plan, up=True))
     statements += [Statement(sql) for sql in plan.new_default.trigger_sql]
     return statements + sync_trigger_statements(dialect, plan, catalog, forward=False)
 
@@ -901,6 +1051,18 @@ def contract_statements(
         return _q(dialect, name)
 
     statements: list[Statement] = []
+    if plan.uuid192 and plan.column in catalog.defaults.get(plan.table, set()):
+        # The key's placeholder default goes before the trigger replacing it:
+        # from now on the application makes the keys (as after the offline
+        # migration), and a row inserted without one is refused rather than
+        # given the placeholder (metadata only).
+        statements.append(
+            Statement(
+                f"ALTER TABLE {q(plan.table)} ALTER COLUMN {q(plan.column)} DROP DEFAULT,"
+                " ALGORITHM=INSTANT"
+            )
+        )
+        catalog.set_default(plan.table, plan.column, False)
     if _old_values_stay_not_null(plan):
         # Until now the triggers filled the old values; a default (metadata
         # only) fills them for rows inserted after the triggers' removal,
@@ -1102,6 +1264,8 @@ def _has_spatial(connection: Connection, table: str) -> bool:
 class MariaDBOnline(OnlineStrategy):
     """Online key migration on MariaDB (see the module docstring)."""
 
+    makes_uuid192 = True
+
     @staticmethod
     def _rebuilt_online(plan: PkMigrationPlan, table: str) -> bool:
         """Whether the migration rebuilds ``table`` online: the parent (its primary key
@@ -1148,6 +1312,21 @@ class MariaDBOnline(OnlineStrategy):
                 f" rebuild); this server is {'.'.join(map(str, version))}"
             )
         problems += timestamp_refusals(plan)
+        if (
+            plan.uuid192
+            and plan.options.segment_column == plan.column
+            and plan.default.kind == "auto_increment"
+        ):
+            # The triggers make a new row's UUID192 key, segment included, in
+            # BEFORE INSERT; MariaDB numbers an AUTO_INCREMENT column only when
+            # it writes the row, after those triggers (they read 0 there).
+            problems.append(
+                f"segment_column {q(plan.column)} is the AUTO_INCREMENT key of"
+                f" {here(plan.table)}: MariaDB numbers a new row after its BEFORE INSERT"
+                " triggers run, where the online mode makes the row's UUID192 key, so"
+                " the key's segment would be 0; give the segment by another column (or"
+                " segment_sql=), or migrate offline (online=False)"
+            )
         for table in plan.affected_tables:
             engine, row_format = connection.execute(
                 sa.text(
@@ -1562,10 +1741,10 @@ class MariaDBOnline(OnlineStrategy):
             comment_sql = f" COMMENT {literal_for(connection.dialect, comment)}" if comment else ""
             if sides.up:
                 # The new key, NOT NULL as a key is, gets a placeholder default
-                # the parent's trigger replaces (see _NIL).
+                # the parent's trigger replaces (see keys.placeholder_sql).
                 result.append(
-                    f"MODIFY COLUMN {q(sides.key_new)} {uuid_type_sql(connection.dialect)}"
-                    f" NOT NULL DEFAULT {_NIL}{comment_sql}"
+                    f"MODIFY COLUMN {q(sides.key_new)} {_new_type(connection.dialect, plan)}"
+                    f" NOT NULL DEFAULT {keys.placeholder_sql(plan)}{comment_sql}"
                 )
             if sides.up and plan.default.kind != "auto_increment":
                 result.append(f"MODIFY COLUMN {q(plan.column)} {_nullable(body)}")
@@ -1657,7 +1836,8 @@ class MariaDBOnline(OnlineStrategy):
                     # definition back.
                     placeholder = "0" if plan.key_kind == "integer" else "''"
                     type_sql = (
-                        f"{uuid_type_sql(connection.dialect)} NOT NULL DEFAULT {_NIL}"
+                        f"{_new_type(connection.dialect, plan)} NOT NULL"
+                        f" DEFAULT {keys.placeholder_sql(plan)}"
                         if sides.up
                         else _with_default(body, placeholder)
                     )
@@ -1757,6 +1937,15 @@ class MariaDBOnline(OnlineStrategy):
         ]
 
 
+def _keeping(dialect: Dialect, catalog: Catalog, table: str, prefix: str = "") -> str:
+    """``c = c`` for each ``ON UPDATE CURRENT_TIMESTAMP`` column of ``table`` the
+    catalog read (``prefix``: ``table.`` in a multi-table ``UPDATE``)."""
+    return "".join(
+        f", {prefix}{_q(dialect, c)} = {prefix}{_q(dialect, c)}"
+        for c in catalog.preserved.get(table, ())
+    )
+
+
 def _keep(connection: Connection, table: str, alias: str) -> str:
     """``alias.c = alias.c`` for each ``ON UPDATE CURRENT_TIMESTAMP`` column: an
     explicitly assigned column keeps its value."""
@@ -1783,13 +1972,15 @@ class ParentKeys(ParentKeysWalk):
         if self.plan.timestamp_column is not None:
             self.resume(connection)
         elif self.ordinal is None:
-            tmp = _q(connection, self.plan.temp_column(self.plan.table, self.plan.column))
+            plan = self.plan
+            tmp = _q(connection, plan.temp_column(plan.table, plan.column))
+            k, key = keys.key_hex_sql(plan, "k"), keys.key_hex_sql(plan, tmp)
             value = connection.execute(
                 sa.text(
-                    f"SELECT (CAST(CONV(SUBSTRING({_hex('k')}, 1, 12), 16, 10) AS SIGNED)"
-                    f" - :start) * 4096 + CAST(CONV(SUBSTRING({_hex('k')}, 14, 3), 16, 10)"
-                    f" AS SIGNED) FROM (SELECT {tmp} AS k FROM {_q(connection, self.plan.table)}"
-                    f" WHERE {_hex(tmp)} < :below ORDER BY {_hex(tmp)} DESC LIMIT 1) last"
+                    f"SELECT (CAST(CONV(SUBSTRING({k}, 1, 12), 16, 10) AS SIGNED)"
+                    f" - :start) * 4096 + CAST(CONV(SUBSTRING({k}, 14, 3), 16, 10)"
+                    f" AS SIGNED) FROM (SELECT {tmp} AS k FROM {_q(connection, plan.table)}"
+                    f" WHERE {key} < :below ORDER BY {key} DESC LIMIT 1) last"
                 ),
                 {"start": first_ms(self.plan), "below": backfilled_below(self.plan)},
             ).scalar()
@@ -1816,30 +2007,53 @@ class ParentKeys(ParentKeysWalk):
             return upto, int(count)
         # 48-bit milliseconds, version 7, the 12-bit ordinal's low part,
         # variant 10 and 62 random bits: 32 hex digits, which native UUID
-        # and CHAR(32) columns both take.
-        key = (
+        # and CHAR(32) columns both take (UUID192 keys: their bytes, then
+        # the row's segment, read with the batch).
+        segment = mapping.segment_sql(connection, plan.options) if plan.uuid192 else None
+        key = keys.stored_key_sql(
+            plan,
             "LOWER(CONCAT(LPAD(HEX(:start + (b.o >> 12)), 12, '0'), '7',"
             " LPAD(HEX(b.o & 4095), 3, '0'), HEX(8 | (ASCII(RANDOM_BYTES(1)) & 3)),"
-            " SUBSTRING(HEX(RANDOM_BYTES(8)), 2)))"
+            " SUBSTRING(HEX(RANDOM_BYTES(8)), 2)))",
+            None if segment is None else "b.s",
         )
-        # The batch's rows X-locked first: the UPDATE below reads them in
-        # its derived table with S locks and would upgrade them to X, and
-        # an application's DELETE queued between the two deadlocks with it
-        # (InnoDB then rolls back the application).
+        s_sql = "" if segment is None else f", {segment} AS s"
+        # The batch's rows X-locked first: the UPDATE below would read them
+        # with S locks and upgrade them to X, and an application's DELETE
+        # queued between the two deadlocks with it (InnoDB then rolls back
+        # the application).
         connection.execute(
             sa.text(f"SELECT {k} FROM {t} WHERE {low}{k} <= :upto AND {tmp} IS NULL FOR UPDATE"),
             {"after": after, "upto": upto},
         ).all()
+        # The ordinals, numbered once into a temporary table of this session:
+        # the next batch goes on after the last one given. Counted as the
+        # first statement counted them, a row whose key moved into the range
+        # since (an old key changed to a negative one, before the first
+        # batch's) took one more than counted, and the next batch's first row
+        # the same ordinal -- one key number for two rows, their keys out of
+        # old-key order.
+        done = self.ordinal or 0
         connection.execute(
             sa.text(
-                f"UPDATE {t} p JOIN (SELECT {k} AS k, :done + ROW_NUMBER() OVER"
-                f" (ORDER BY {k}) AS o FROM {t} WHERE {low}{k} <= :upto AND {tmp} IS NULL) b"
-                f" ON p.{k} = b.k SET p.{tmp} = {key}{_keep(connection, plan.table, 'p')}"
-                f" WHERE p.{tmp} IS NULL"
+                f"CREATE TEMPORARY TABLE {_KEYS} AS SELECT {k} AS k, :done + ROW_NUMBER() OVER"
+                f" (ORDER BY {k}) AS o{s_sql} FROM {t} WHERE {low}{k} <= :upto AND {tmp} IS NULL"
             ),
-            {"after": after, "upto": upto, "done": self.ordinal, "start": first_ms(plan)},
+            {"after": after, "upto": upto, "done": done},
         )
-        self.ordinal = (self.ordinal or 0) + int(count)
+        try:
+            numbered = connection.exec_driver_sql(f"SELECT MAX(o) FROM {_KEYS}").scalar()
+            connection.execute(
+                sa.text(
+                    f"UPDATE {t} p JOIN {_KEYS} b ON p.{k} = b.k"
+                    f" SET p.{tmp} = {key}{_keep(connection, plan.table, 'p')}"
+                    f" WHERE p.{tmp} IS NULL"
+                ),
+                {"start": first_ms(plan)},
+            )
+        finally:
+            connection.exec_driver_sql(f"DROP TEMPORARY TABLE IF EXISTS {_KEYS}")
+        self.ordinal = done if numbered is None else int(numbered)
         return upto, int(count)
 
     def _timed(self, connection: Connection, low: str, after: Any, upto: Any) -> None:
@@ -1861,10 +2075,14 @@ class ParentKeys(ParentKeysWalk):
         assert plan.timestamp_column is not None
         # Read and X-locked at once (the UPDATE below would otherwise take S
         # locks first: see batch()), in key order; DATETIME as it is, TIMESTAMP
-        # in the session's time zone, both taken as UTC -- as the offline SQL does.
+        # in the session's time zone, both taken as UTC -- as the offline SQL
+        # does. A UUID192 key's segment is read as its 16 hex digits (SQL's
+        # reading of the value, as the triggers' keys have it).
+        segment = mapping.segment_sql(connection, plan.options) if plan.uuid192 else None
+        segment_hex = "''" if segment is None else f"COALESCE({keys.segment_hex_sql(segment)}, '')"
         rows = connection.execute(
             sa.text(
-                f"SELECT {k}, {_q(connection, plan.timestamp_column)} FROM {t}"
+                f"SELECT {k}, {_q(connection, plan.timestamp_column)}, {segment_hex} FROM {t}"
                 f" WHERE {low}{k} <= :upto AND {tmp} IS NULL ORDER BY {k} FOR UPDATE"
             ),
             {"after": after, "upto": upto},
@@ -1872,22 +2090,24 @@ class ParentKeys(ParentKeysWalk):
         if not rows:
             return
         prev = -1 if self.prev is None else self.prev
-        numbers = list(mapping.key_numbers((mapping.time_point(w) for _, w in rows), prev))
-        # The temporary table's key column copies the parent's (type, collation).
+        numbers = list(mapping.key_numbers((mapping.time_point(w) for _, w, _ in rows), prev))
+        # The temporary table's key column copies the parent's (type, collation);
+        # the new key as hex digits: 32, and a UUID192 key's segment's 16.
         connection.exec_driver_sql(
             f"CREATE TEMPORARY TABLE {_KEYS} AS SELECT {k} AS k,"
-            f" CAST('' AS CHAR(32)) AS n FROM {t} LIMIT 0"
+            f" CAST('' AS CHAR({48 if plan.uuid192 else 32})) AS n FROM {t} LIMIT 0"
         )
         try:
             connection.execute(
                 sa.text(f"INSERT INTO {_KEYS} (k, n) VALUES (:k, :n)"),
                 [
-                    {"k": old, "n": mapping.new_key(v, plan.seed, old).hex}
-                    for (old, _), v in zip(rows, numbers, strict=True)
+                    {"k": old, "n": mapping.new_key(v, plan.seed, old).hex + str(hex_)}
+                    for (old, _, hex_), v in zip(rows, numbers, strict=True)
                 ],
             )
             connection.exec_driver_sql(
-                f"UPDATE {t} p JOIN {_KEYS} b ON p.{k} = b.k SET p.{tmp} = b.n"
+                f"UPDATE {t} p JOIN {_KEYS} b ON p.{k} = b.k"
+                f" SET p.{tmp} = {'UNHEX(b.n)' if plan.uuid192 else 'b.n'}"
                 f"{_keep(connection, plan.table, 'p')} WHERE p.{tmp} IS NULL"
             )
         finally:
@@ -1897,10 +2117,11 @@ class ParentKeys(ParentKeysWalk):
     def last_made(self, connection: Connection) -> UUID | None:
         """The largest mapping key carrying its old key's mark (by its hex digits:
         MariaDB's ``UUID`` type does not sort version 7 keys by time)."""
+        hex_ = keys.key_hex_sql(self.plan, "new_key")
         value = connection.execute(
             sa.text(
-                f"SELECT MAX({_hex('new_key')}) FROM {_q(connection, self.plan.mapping_table)}"
-                f" WHERE RIGHT({_hex('new_key')}, 14) = {keys.hash_hex_sql('old_key')}"
+                f"SELECT MAX({hex_}) FROM {_q(connection, self.plan.mapping_table)}"
+                f" WHERE RIGHT({hex_}, 14) = {keys.hash_hex_sql('old_key')}"
             ),
             {"seed": self.plan.seed},
         ).scalar()
