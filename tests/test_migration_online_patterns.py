@@ -23,27 +23,13 @@ from sqla_ids.migration import online as online_module
 pytestmark = pytest.mark.slow
 
 
-CASES = [
-    *((db, "plain") for db in ("postgresql", "mariadb")),
-    *((db, "link table") for db in ("postgresql", "mariadb")),
-    ("postgresql", "partitioned"),
-]
+CASES = write_patterns.CASES
 
 
 @pytest.fixture(params=CASES, ids=[f"{db}-{item}" for db, item in CASES])
 def shop(request: pytest.FixtureRequest) -> Iterator[Engine]:
-    """A database of its own with the patterns' shop (MariaDB: LOAD DATA LOCAL allowed),
-    its ``item`` in each layout (write_patterns.ITEM_LAYOUTS)."""
-    database, item = request.param
-    engine: Engine = request.getfixturevalue(f"{database}_private_engine")
-    if database == "mariadb":
-        engine = engine.execution_options()  # same pool
-        import sqlalchemy as sa
-
-        engine = sa.create_engine(engine.url, connect_args={"local_infile": True})
-    write_patterns.create_schema(engine, item)
-    yield engine
-    engine.dispose()
+    """A database of its own with the patterns' shop in each ``item`` layout."""
+    yield from write_patterns.layout_shop(request)
 
 
 def _swapped(engine: Engine) -> bool:

@@ -236,15 +236,12 @@ def test_killed_during_the_backfill_then_resumed(
         assert min(times) >= 1614816000000  # 2021-03-04, not the migration's day
 
 
-@pytest.fixture
-def pattern_shop(online_private_engine: Engine) -> Iterator[Engine]:
-    """The write patterns' shop (tests/write_patterns.py), plain ``item``."""
-    engine = online_private_engine
-    if requires.database_name(engine) == "mariadb":
-        engine = sa.create_engine(engine.url, connect_args={"local_infile": True})
-    write_patterns.create_schema(engine, "plain")
-    yield engine
-    engine.dispose()
+@pytest.fixture(
+    params=write_patterns.CASES, ids=[f"{db}-{item}" for db, item in write_patterns.CASES]
+)
+def pattern_shop(request: pytest.FixtureRequest) -> Iterator[Engine]:
+    """The write patterns' shop (tests/write_patterns.py), ``item`` in each layout."""
+    yield from write_patterns.layout_shop(request)
 
 
 @pytest.mark.slow

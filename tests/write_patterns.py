@@ -29,7 +29,7 @@ from __future__ import annotations
 import csv
 import itertools
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,27 @@ _MARIADB_ITEM = {
     "plain": "id BIGINT AUTO_INCREMENT PRIMARY KEY",
     "link table": "id BIGINT AUTO_INCREMENT, PRIMARY KEY (shop_id, id), KEY item_id (id)",
 }
+
+
+CASES = [
+    *((db, "plain") for db in ("postgresql", "mariadb")),
+    *((db, "link table") for db in ("postgresql", "mariadb")),
+    ("postgresql", "partitioned"),
+]
+"""``(database, item layout)`` of the pattern tests."""
+
+
+def layout_shop(request: Any) -> Iterator[Engine]:
+    """For a fixture parametrized by :data:`CASES`: a database of the test's own
+    with the patterns' shop, ``item`` in the case's layout (MariaDB: ``LOAD DATA
+    LOCAL`` allowed)."""
+    database, item = request.param
+    engine: Engine = request.getfixturevalue(f"{database}_private_engine")
+    if database == "mariadb":
+        engine = sa.create_engine(engine.url, connect_args={"local_infile": True})
+    create_schema(engine, item)
+    yield engine
+    engine.dispose()
 
 
 def create_schema(engine: Engine, item: str = "plain") -> None:
