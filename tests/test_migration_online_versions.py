@@ -813,3 +813,69 @@ def test_the_undo_with_versions_killed_after_each_statement_then_run_again(
         with engine.connect() as conn:
             assert (structure(conn), rows(conn)) == original, stop
         assert _schemas(engine, prefix) == set() and _version_indexes(engine) == [], stop
+
+
+# --- key changes (ON UPDATE CASCADE) while two versions are served -----------------
+
+
+@pytest.mark.parametrize("where", ["before the swap", "after the swap"])
+def test_an_old_key_changed_by_the_old_code_cascades_in_both_versions(
+    shop: tuple[Engine, str], where: str
+) -> None:
+    """The old code changes a parent's old key: through the base tables before the
+    swap, through *before*'s views after it. ``part`` (``ON UPDATE CASCADE``)
+    follows in *before*, under the new old key, and keeps its parent in *after*
+    (whose UUID does not change); the mapping knows the new old key; a key
+    still referenced by ``item`` (``NO ACTION``) cannot change, as before the
+    migration; the undo brings the changed key back with its parts."""
+    engine, prefix = shop
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE part (id bigserial PRIMARY KEY, {_q(REF)} bigint NOT NULL"
+            f" REFERENCES {_q(PARENT)} ({_q(KEY)}) ON UPDATE CASCADE ON DELETE CASCADE,"
+            " label text NOT NULL)"
+        )
+        conn.exec_driver_sql(f"INSERT INTO {_q(PARENT)} ({_q(KEY)}, name) VALUES (900, 'x')")
+        conn.exec_driver_sql(
+            f"INSERT INTO part ({_q(REF)}, label) SELECT 900, 'p' || n FROM generate_series(1, 3) n"
+        )
+    _migrate(engine, "swap" if where == "after the swap" else "prepare", prefix)
+    old, new = _version_engine(engine, "before", prefix), _version_engine(engine, "after", prefix)
+    try:
+        with new.connect() as conn:
+            uuid_of = conn.execute(
+                sa.text(f"SELECT {_q(KEY)} FROM {_q(PARENT)} WHERE name = 'x'")
+            ).scalar_one()
+        with old.begin() as conn:
+            conn.execute(sa.text(f"UPDATE {_q(PARENT)} SET {_q(KEY)} = 5900 WHERE name = 'x'"))
+        with old.begin() as conn, pytest.raises(sa.exc.IntegrityError, match="referenced"):
+            conn.execute(sa.text(f"UPDATE {_q(PARENT)} SET {_q(KEY)} = 5007 WHERE name = 's7'"))
+        with old.connect() as conn:
+            parts = conn.execute(
+                sa.text(f"SELECT count(*) FROM part WHERE {_q(REF)} = 5900")
+            ).scalar_one()
+            items = conn.execute(
+                sa.text(f"SELECT count(*) FROM {_q(CHILD)} WHERE {_q(REF)} = 7")
+            ).scalar_one()
+        with new.connect() as conn:
+            kept = conn.execute(
+                sa.text(f"SELECT count(*) FROM part WHERE {_q(REF)} = :u"), {"u": uuid_of}
+            ).scalar_one()
+            mapped = conn.execute(
+                sa.text(f"SELECT old_key FROM {_q(PARENT + '_uuid7_map')} WHERE new_key = :u"),
+                {"u": uuid_of},
+            ).scalar_one()
+    finally:
+        old.dispose()
+        new.dispose()
+    assert (parts, items, kept, mapped) == (3, 3, 3, 5900)
+    with engine.connect() as conn:
+        restore_pk_from_uuid7(conn, PARENT)
+        conn.commit()
+        back = conn.execute(
+            sa.text(
+                f"SELECT count(*) FROM part p JOIN {_q(PARENT)} s ON s.{_q(KEY)} = p.{_q(REF)}"
+                f" WHERE s.name = 'x' AND s.{_q(KEY)} = 5900"
+            )
+        ).scalar_one()
+    assert back == 3

@@ -197,6 +197,10 @@ class Catalog:
     key_pieces: dict[tuple[str, str], list[tuple[str, str, str]]] = field(default_factory=dict)
     """``(table, constraint)`` of a partitioned table's foreign key -> ``(partition,
     piece, name)``, as :attr:`index_pieces`."""
+    update_rules: dict[tuple[str, str], str] = field(default_factory=dict)
+    """``(table, constraint)`` of a reference -> its foreign key's ``ON UPDATE`` rule
+    (``"CASCADE"``, ``"NO ACTION"``...): what the children's old values do when
+    the old code changes an old key after the swap (:func:`_old_references_follow`)."""
 
 
 def _tables(plan: PkMigrationPlan) -> list[str]:
@@ -299,6 +303,17 @@ def read_catalog(connection: Connection, plan: PkMigrationPlan, views: bool = Fa
                 params,
             ).all()
         ]
+    for _, ref in references(plan):
+        if ref.table in catalog.tables and ref.constraint:
+            rule = connection.execute(
+                sa.text(
+                    "SELECT confupdtype FROM pg_constraint"
+                    " WHERE conrelid = to_regclass(:t) AND conname = :n AND contype = 'f'"
+                ),
+                {"t": _q(connection, ref.table), "n": ref.constraint},
+            ).scalar()
+            if rule is not None:
+                catalog.update_rules[(ref.table, ref.constraint)] = _ACTIONS[str(rule)]
     for number, dep in rebuilt(plan):
         owner = _owner(connection, dep)
         if owner:
@@ -489,6 +504,7 @@ def sync_trigger_statements(
         "ELSIF TG_WHEN = 'BEFORE' AND TG_OP = 'UPDATE' THEN",
         f"  IF NEW.{ok} IS DISTINCT FROM OLD.{ok} AND OLD.{nk} IS NOT NULL THEN",
         f"    UPDATE {m} SET old_key = NEW.{ok} WHERE new_key = OLD.{nk};",
+        *([] if forward else _old_references_follow(dialect, plan, catalog, ok)),
         "  END IF;",
         f"  IF NEW.{nk} IS DISTINCT FROM OLD.{nk} AND NEW.{nk} IS NOT NULL"
         f" AND NEW.{ok} IS NOT NULL THEN",
@@ -607,6 +623,38 @@ def sync_trigger_statements(
                 ),
             ]
     return statements
+
+
+def _old_references_follow(
+    dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog, ok: str
+) -> list[str]:
+    """PL/pgSQL, between the swap and the contract: a parent's old key changed (by
+    the old code, through *before*) does to the children's old values what
+    their foreign key's ``ON UPDATE`` did before the swap -- the foreign keys
+    are on the UUID columns now, so nothing else would: ``CASCADE`` follows,
+    ``SET NULL`` empties, ``NO ACTION``/``RESTRICT`` refuses the change while a
+    child still has the old value (as the foreign key did)."""
+    lines: list[str] = []
+    for n, ref in references(plan):
+        c, old = _q(dialect, ref.table), _q(dialect, child_old(plan, n, ref))
+        rule = catalog.update_rules.get((ref.table, ref.constraint or ""), "NO ACTION")
+        if rule == "CASCADE":
+            lines.append(f"    UPDATE {c} SET {old} = NEW.{ok} WHERE {old} = OLD.{ok};")
+        elif rule in ("SET NULL", "SET DEFAULT"):
+            lines.append(f"    UPDATE {c} SET {old} = NULL WHERE {old} = OLD.{ok};")
+        else:
+            message = literal_for(
+                dialect,
+                f"the key is still referenced from {ref.table} (its foreign key"
+                f" {ref.constraint or ''} does not follow key changes)",
+            )
+            lines += [
+                f"    IF EXISTS (SELECT 1 FROM {c} WHERE {old} = OLD.{ok}) THEN",
+                "      RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',",
+                f"        MESSAGE = {message};",
+                "    END IF;",
+            ]
+    return lines
 
 
 def _completed(
