@@ -11,14 +11,12 @@ own triggers must have seen only the application's writes.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import write_patterns
 from sqlalchemy.engine import Engine
 
-from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7
-from sqla_ids.migration import online as online_module
+from sqla_ids.migration import PkMigrationOptions
 
 pytestmark = pytest.mark.slow
 
@@ -38,41 +36,7 @@ def _swapped(engine: Engine) -> bool:
 
 
 def test_every_write_pattern_in_every_phase(shop: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    expected = write_patterns.Expected()
-    expected.items.update(
-        {f"seed-i{n}": f"seed{1 + n % write_patterns.SEED_SHOPS}" for n in range(200)}
-    )
-    failures: dict[str, str] = {}
-
-    def run(where: str) -> None:
-        failures.update(write_patterns.run_all(shop, _swapped(shop), expected, where))
-
-    original_tasks = online_module.OnlineRun.run_tasks
-    phases = iter(["the plan", "expand", "backfill", "prepare", "swap", "contract"])
-
-    def before_each_phase(self: Any, tasks: Any, then: Any = None) -> None:
-        run(f"before {next(phases, 'a phase')}")
-        original_tasks(self, tasks, then)
-
-    original_pause = online_module.OnlineRun.pause
-    pauses = {"n": 0}
-
-    def mid_backfill(self: Any) -> None:
-        pauses["n"] += 1
-        if pauses["n"] in (2, 9):  # in the parent's walk, then in a child's
-            run(f"mid-backfill ({pauses['n']})")
-        original_pause(self)
-
-    monkeypatch.setattr(online_module.OnlineRun, "run_tasks", before_each_phase)
-    monkeypatch.setattr(online_module.OnlineRun, "pause", mid_backfill)
+    matrix = write_patterns.Matrix(shop)
+    matrix.around_every_phase(monkeypatch, mid_backfill=(2, 9))  # the parent's walk, a child's
     options = PkMigrationOptions(online=True, batch_size=8, batch_time=0)
-    try:
-        for phase in ("prepare", "swap", "contract"):
-            with shop.connect() as conn:
-                migrate_pk_to_uuid7(conn, "shop", options, phase=phase)
-    except Exception as error:  # the failures first: they say why it stopped
-        raise AssertionError(f"{error}; the application's failures: {failures}") from error
-    run("after the contract")
-    assert failures == {}
-    problems = write_patterns.check(shop, expected)
-    assert not problems, "\n".join(problems)
+    matrix.migrate(options)

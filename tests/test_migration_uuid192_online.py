@@ -27,6 +27,7 @@ from online_app import (
     key_types,
     migrate_online,
     quoted,
+    run_with_writer,
     shop_schema,
 )
 from sqlalchemy.engine import Engine
@@ -109,18 +110,7 @@ def test_every_phase_with_the_application_writing(region_shop: Engine, segment: 
     engine = region_shop
     options = dict(SEGMENTS[segment], target="uuid192")
     seeded = _seeded(engine)
-    writer = Writer(engine, key_updates=True, shops=quoted(engine))
-    writer.start()
-    try:
-        time.sleep(0.2)
-        for phase in ("prepare", "swap"):
-            if phase == "swap":
-                writer.key_updates = False
-            migrate_online(engine, phase, **options)
-            time.sleep(0.2)
-    finally:
-        writer.stop.set()
-        writer.join()
+    writer = run_with_writer(engine, True, "prepare", "swap", **options)
     # Between the swap and the contract, a row inserted without a key (old
     # code) gets one from the trigger, with its segment.
     s = quoted(engine)
@@ -251,50 +241,14 @@ def test_every_write_pattern_in_every_phase(
     """Issue 28's matrix with UUID192 keys segmented by ``n``: every pattern
     before each phase and mid-backfill, then every row where it was written."""
     shop = pattern_shop
-    expected = write_patterns.Expected()
-    expected.items.update(
-        {f"seed-i{n}": f"seed{1 + n % write_patterns.SEED_SHOPS}" for n in range(200)}
-    )
-    failures: dict[str, str] = {}
-
-    def run(where: str) -> None:
-        with shop.connect() as conn:
-            swapped = write_patterns.has_column(conn, "shop", "id_old")
-        failures.update(write_patterns.run_all(shop, swapped, expected, where, uuid192=True))
-
-    original_tasks = online_module.OnlineRun.run_tasks
-    phases = iter(["the plan", "expand", "backfill", "prepare", "swap", "contract"])
-
-    def before_each_phase(self: Any, tasks: Any, then: Any = None) -> None:
-        run(f"before {next(phases, 'a phase')}")
-        original_tasks(self, tasks, then)
-
-    original_pause = online_module.OnlineRun.pause
-    pauses = {"n": 0}
-
-    def mid_backfill(self: Any) -> None:
-        pauses["n"] += 1
-        if pauses["n"] in (2, 7):  # in the parent's walk, then in a child's
-            run(f"mid-backfill ({pauses['n']})")
-        original_pause(self)
-
-    monkeypatch.setattr(online_module.OnlineRun, "run_tasks", before_each_phase)
-    monkeypatch.setattr(online_module.OnlineRun, "pause", mid_backfill)
+    matrix = write_patterns.Matrix(shop, uuid192=True)
+    matrix.around_every_phase(monkeypatch, mid_backfill=(2, 7))  # the parent's walk, a child's
     options = PkMigrationOptions(
         online=True, batch_size=8, batch_time=0, target="uuid192", segment_column="n"
     )
-    try:
-        for phase in ("prepare", "swap", "contract"):
-            with shop.connect() as conn:
-                migrate_pk_to_uuid7(conn, "shop", options, phase=phase)
-    except Exception as error:  # the failures first: they say why it stopped
-        raise AssertionError(f"{error}; the application's failures: {failures}") from error
-    run("after the contract")
-    assert failures == {}
-    assert pauses["n"] >= 7
-    problems = write_patterns.check(shop, expected)
-    assert not problems, "\n".join(problems)
-    assert len(expected.items) > 200 + 8 * 10  # the patterns' own rows, every round
+    matrix.migrate(options)
+    assert matrix.pauses >= 7
+    assert len(matrix.expected.items) > 200 + 8 * 10  # the patterns' own rows, every round
     with shop.connect() as conn:
         keys = [bytes(k) for k in conn.exec_driver_sql("SELECT id FROM shop").scalars()]
     # Every shop's key has a segment: its n when the migration or the trigger

@@ -601,3 +601,71 @@ def check(engine: Engine, expected: Expected) -> list[str]:
         if stamped:
             problems.append(f"{stamped} seed shops the application never updated were stamped")
     return problems
+
+
+def seeded() -> Expected:
+    """What the seed data means (:func:`create_schema`'s items)."""
+    expected = Expected()
+    expected.items.update({f"seed-i{n}": f"seed{1 + n % SEED_SHOPS}" for n in range(SEED_ITEMS)})
+    return expected
+
+
+@dataclass
+class Matrix:
+    """Every pattern run again and again against one shop while it is migrated:
+    what they meant (:attr:`expected`) and how they failed (:attr:`failures`)."""
+
+    engine: Engine
+    uuid192: bool = False
+    """Run the patterns as a UUID192 application (:attr:`Context.uuid192`)."""
+    expected: Expected = field(default_factory=seeded)
+    failures: dict[str, str] = field(default_factory=dict)
+    pauses: int = 0
+    """Backfill pauses seen (:meth:`around_every_phase`)."""
+
+    def run(self, where: str) -> None:
+        """Every pattern once, as the migration stands now."""
+        with self.engine.connect() as conn:
+            swapped = has_column(conn, "shop", "id_old")
+        self.failures.update(run_all(self.engine, swapped, self.expected, where, self.uuid192))
+
+    def around_every_phase(self, monkeypatch: Any, mid_backfill: tuple[int, ...]) -> None:
+        """Run the patterns before each of the online migration's phases and at the
+        backfill pauses numbered ``mid_backfill`` (1 is the first)."""
+        from sqla_ids.migration import online
+
+        run_tasks, pause = online.OnlineRun.run_tasks, online.OnlineRun.pause
+        phases = iter(["the plan", "expand", "backfill", "prepare", "swap", "contract"])
+
+        def before_each_phase(run: Any, tasks: Any, then: Any = None) -> None:
+            self.run(f"before {next(phases, 'a phase')}")
+            run_tasks(run, tasks, then)
+
+        def paused(run: Any) -> None:
+            self.pauses += 1
+            if self.pauses in mid_backfill:
+                self.run(f"mid-backfill ({self.pauses})")
+            pause(run)
+
+        monkeypatch.setattr(online.OnlineRun, "run_tasks", before_each_phase)
+        monkeypatch.setattr(online.OnlineRun, "pause", paused)
+
+    def migrate(self, options: Any) -> None:
+        """The online migration of ``shop`` with ``options``, phase by phase to the
+        contract, then the patterns once more and :meth:`checked`."""
+        from sqla_ids.migration import migrate_pk_to_uuid7
+
+        try:
+            for phase in ("prepare", "swap", "contract"):
+                with self.engine.connect() as conn:
+                    migrate_pk_to_uuid7(conn, "shop", options, phase=phase)
+        except Exception as error:  # the failures first: they say why it stopped
+            raise AssertionError(f"{error}; the application's failures: {self.failures}") from error
+        self.run("after the contract")
+        self.checked()
+
+    def checked(self) -> None:
+        """No pattern failed, and every row is where it was written to be."""
+        assert self.failures == {}
+        problems = check(self.engine, self.expected)
+        assert not problems, "\n".join(problems)

@@ -35,7 +35,7 @@ from typing import Any
 from uuid import UUID
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.types import UserDefinedType
 
 from sqla_ids.identifiers import UUID192
@@ -88,6 +88,31 @@ def segment_sql(connection: Connection, options: PkMigrationOptions) -> str | No
     if options.segment_column is not None:
         return connection.dialect.identifier_preparer.quote(options.segment_column)
     return None if options.segment_sql is None else f"({options.segment_sql})"
+
+
+def row_segment_sql(
+    dialect: Dialect, plan: PkMigrationPlan, row: str, one_row: str, swapped: bool = False
+) -> str | None:
+    """The UUID192 segment of the parent row a trigger fires for (its record
+    ``row``, ``NEW``): its ``segment_column``, or the ``segment_sql`` expression
+    evaluated over that row alone -- ``one_row`` is the database's one-row
+    ``SELECT`` of the record's columns, named like the table, so the author's
+    column names, bare or qualified by the table, mean the row's. ``None``
+    without a segment (or for UUIDv7 keys). Once ``swapped``, a segment column
+    that is the key is read from the old key's column (the planner refuses a
+    ``segment_sql`` naming the key online: the swap renames it)."""
+    options = plan.options
+    if not plan.uuid192:
+        return None
+    quote = dialect.identifier_preparer.quote
+    if options.segment_column is not None:
+        column = options.segment_column
+        if swapped and column == plan.column:
+            column = plan.old_column
+        return f"{row}.{quote(column)}"
+    if options.segment_sql is None:
+        return None
+    return f"(SELECT ({options.segment_sql}) FROM ({one_row}) AS {quote(plan.table)})"
 
 
 def mapping_table(plan: PkMigrationPlan) -> sa.Table:

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from sqlalchemy.engine import Dialect
 
-from sqla_ids.migration.core import analysis
+from sqla_ids.migration.core import analysis, mapping
 from sqla_ids.migration.core.model import PkMigrationPlan
 
 
@@ -95,29 +95,14 @@ def row_segment_sql(
     columns: Iterable[str],
     swapped: bool = False,
 ) -> str | None:
-    """The UUID192 segment of the parent row in a trigger's ``row`` (``NEW``):
-    its ``segment_column``, or the ``segment_sql`` expression evaluated over that
-    row alone -- a one-row derived table named like the table, of the
-    ``columns`` (the table's, as the trigger is created) the expression
-    mentions, so the author's column names, bare or qualified by the table,
-    mean the row's (MariaDB has no ``NEW.*``). ``None`` without a segment (or
-    for UUIDv7 keys). Once ``swapped``, a segment column that is the key is
-    read from the old key's column (the planner refuses a ``segment_sql``
-    naming the key online: the swap renames it)."""
-    options = plan.options
-    if not plan.uuid192:
-        return None
+    """The UUID192 segment of the parent row in a trigger's ``row`` (``NEW``)
+    (:func:`sqla_ids.migration.core.mapping.row_segment_sql`): MariaDB has no
+    ``NEW.*``, so the one-row relation lists the ``columns`` (the table's, as
+    the trigger is created) that the expression mentions."""
     quote = dialect.identifier_preparer.quote
-    if options.segment_column is not None:
-        column = options.segment_column
-        if swapped and column == plan.column:
-            column = plan.old_column
-        return f"{row}.{quote(column)}"
-    if options.segment_sql is None:
-        return None
-    named = analysis.mentions(options.segment_sql, columns, "`")
+    named = analysis.mentions(plan.options.segment_sql or "", columns, "`")
     fields = ", ".join(f"{row}.{quote(c)} AS {quote(c)}" for c in named) or "1 AS `1`"
-    return f"(SELECT ({options.segment_sql}) FROM (SELECT {fields}) AS {quote(plan.table)})"
+    return mapping.row_segment_sql(dialect, plan, row, f"SELECT {fields}", swapped)
 
 
 #: A parent's key chosen by a child row written before the parent (foreign key

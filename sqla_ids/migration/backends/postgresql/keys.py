@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Connection, Dialect
 
+from sqla_ids.migration.core import mapping
 from sqla_ids.migration.core.model import PkMigrationPlan
 
 
@@ -91,24 +92,9 @@ def row_segment_sql(
     dialect: Dialect, plan: PkMigrationPlan, row: str, swapped: bool = False
 ) -> str | None:
     """The UUID192 segment of the parent row in the PL/pgSQL record ``row``
-    (``NEW``): its ``segment_column``, or the ``segment_sql`` expression evaluated
-    over that row alone -- a one-row subquery named like the table, so the
-    author's column names, bare or qualified by the table, mean the row's.
-    ``None`` without a segment (or for UUIDv7 keys). Once ``swapped``, a segment
-    column that is the key is read from the old key's column (the planner
-    refuses a ``segment_sql`` naming the key online: the swap renames it)."""
-    options = plan.options
-    if not plan.uuid192:
-        return None
-    quote = dialect.identifier_preparer.quote
-    if options.segment_column is not None:
-        column = options.segment_column
-        if swapped and column == plan.column:
-            column = plan.old_column
-        return f"{row}.{quote(column)}"
-    if options.segment_sql is None:
-        return None
-    return f"(SELECT ({options.segment_sql}) FROM (SELECT {row}.*) AS {quote(plan.table)})"
+    (:func:`sqla_ids.migration.core.mapping.row_segment_sql`; the row's columns
+    are ``row.*``)."""
+    return mapping.row_segment_sql(dialect, plan, row, f"SELECT {row}.*", swapped)
 
 
 #: A parent's key chosen by a child row written before the parent (a deferred
