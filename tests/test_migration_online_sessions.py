@@ -224,3 +224,48 @@ def test_a_publication_with_a_column_list_is_refused_by_name(postgresql_engine: 
         with postgresql_engine.begin() as conn:
             conn.exec_driver_sql(f'DROP PUBLICATION "{name}"')
             conn.exec_driver_sql("DROP TABLE shop")
+
+
+def test_a_run_keeps_one_connection_for_its_transactions_and_hands_all_back_clean(
+    tenants: tuple[Engine, str, str],
+) -> None:
+    """The backfill's batches are transactions of their own, on one connection
+    the run keeps (not one from the pool each: four round trips more per
+    batch); every connection goes back to the pool as the pool gave it --
+    the caller's tenant left, the lock timeouts at the server's defaults."""
+    engine, home, other = tenants
+    checkouts = []
+    sa.event.listen(engine, "checkout", lambda *args: checkouts.append(1))
+    with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f'SET search_path TO "{other}"')
+        else:
+            conn.exec_driver_sql(f"USE `{other}`")
+        conn.commit()
+        plan = migrate_pk_to_uuid7(conn, "shop", PkMigrationOptions(online=True, batch_size=3))
+        conn.rollback()
+        # Back to the pool's tenant before this connection goes back too.
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f'SET search_path TO "{home}"')
+        else:
+            conn.exec_driver_sql(f"USE `{home}`")
+        conn.commit()
+    assert plan.row_count == 20
+    # 20 rows in batches of 3: more than 10 transactions, a handful of connections.
+    assert len(checkouts) <= 8, len(checkouts)
+    pooled = [engine.connect() for _ in range(engine.pool.checkedin() or 1)]
+    try:
+        for conn in pooled:
+            if conn.dialect.name == "postgresql":
+                where, timeout = conn.exec_driver_sql(
+                    "SELECT current_schema(), current_setting('lock_timeout')"
+                ).one()
+                assert (where, timeout) == (home, "0")
+            else:
+                where, timeout = conn.exec_driver_sql(
+                    "SELECT DATABASE(), @@session.lock_wait_timeout = @@global.lock_wait_timeout"
+                ).one()
+                assert (where, timeout) == (home, 1)
+    finally:
+        for conn in pooled:
+            conn.close()
