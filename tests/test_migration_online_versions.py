@@ -427,11 +427,11 @@ def test_versions_refused_without_postgresql_or_online(
         conn.exec_driver_sql("CREATE TABLE p (id BIGINT AUTO_INCREMENT PRIMARY KEY)")
     with (
         mariadb_private_engine.connect() as conn,
-        pytest.raises(MigrationRefusedError, match=r"versions .* not available on MariaDB"),
+        pytest.raises(MigrationRefusedError, match=r"versions .* needs the online mode"),
     ):
-        migrate_pk_to_uuid7(conn, "p", online=True, versions=True)
+        migrate_pk_to_uuid7(conn, "p", versions=True)
     with pytest.raises(MigrationRefusedError, match="need PostgreSQL"):
-        version_connect_args("mariadb", "after")
+        version_connect_args("sqlite", "after")
     with postgresql_private_engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE p (id bigserial PRIMARY KEY)")
     with (

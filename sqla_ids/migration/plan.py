@@ -162,8 +162,9 @@ def plan_and_blockers(
         label = backend.database.label if backend.database is not None else "this database"
         ctx.blockers.add(
             "versions (two versions of the tables served during the migration) is not"
-            f" available on {label}: it needs PostgreSQL (schemas of updatable views); migrate"
-            " without versions (roll the application out at the swap)"
+            f" available on {label}: it needs PostgreSQL (schemas of updatable views) or"
+            " MariaDB (databases of updatable views); migrate without versions (roll the"
+            " application out at the swap)"
         )
     elif (
         options.online

@@ -15,6 +15,12 @@ the application's own -- and keeps it for the whole migration:
   tables; after it they resolve to its views. It must be gone by the
   contract, which drops them.
 
+On MariaDB both versions are databases of views named after the application's
+database (``sqla_ids_before_<db>``, ``sqla_ids_after_<db>``), selected by the
+connection's database: ``version_connect_args("mariadb+pymysql", "after",
+schema=<db>)``. They exist from the expand to the contract; the new code is
+pointed at the application's database between the swap and the contract.
+
 :func:`migration_phase` is what an instance's readiness check asks: the new
 code is ready once the migration is ``prepared`` (every row has its UUID).
 """
@@ -27,9 +33,27 @@ from sqlalchemy.engine import Connection
 
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.core import state
-from sqla_ids.migration.core.versions import DEFAULT_PREFIX, Version, prefix_of, version_schema
+from sqla_ids.migration.core.versions import (
+    DEFAULT_PREFIX,
+    Version,
+    prefix_of,
+    version_database,
+    version_schema,
+)
 
 __all__ = ["migration_phase", "version_connect_args", "version_search_path"]
+
+# MariaDB/MySQL drivers: the keyword naming the connection's database, as
+# SQLAlchemy passes the URL's database to each (the URL's own is replaced).
+_DATABASE_KEYWORDS = {
+    "": "db",  # the dialect's default driver, mysqlclient
+    "mysqldb": "db",
+    "pymysql": "database",
+    "asyncmy": "db",
+    "aiomysql": "db",
+    "mariadbconnector": "database",
+    "mysqlconnector": "database",
+}
 
 
 def _quote(name: str) -> str:
@@ -57,17 +81,33 @@ def version_connect_args(
     ``version`` (``"before"`` or ``"after"``) of the tables in ``schema``.
 
     ``dialect_name``: ``engine.dialect.name`` or the URL's drivername
-    (``"postgresql"``, ``"postgresql+psycopg"``, ``"postgresql+asyncpg"``).
+    (``"postgresql"``, ``"postgresql+psycopg"``, ``"postgresql+asyncpg"``,
+    ``"mariadb+pymysql"``, ``"mysql+mysqldb"``...). On MariaDB ``schema`` is
+    the application's database, and the arguments select the version's
+    database (the driver's own keyword, replacing the URL's database).
 
     >>> version_connect_args("postgresql+psycopg", "before", "shop")
     {'options': '-c search_path="sqla_ids_before","shop"'}
+    >>> version_connect_args("mariadb+pymysql", "after", "shop")
+    {'database': 'sqla_ids_after_shop'}
     """
     database, _, driver = dialect_name.partition("+")
+    if database in ("mysql", "mariadb"):
+        if driver not in _DATABASE_KEYWORDS:
+            raise MigrationRefusedError(
+                f"cannot point {dialect_name} at a version: its driver's keyword for the"
+                f" database is not known; connect to the database"
+                f" {version_database(prefix_of(versions) or DEFAULT_PREFIX, version, schema)!r}"
+                " in the URL instead; nothing was changed"
+            )
+        name = version_database(prefix_of(versions) or DEFAULT_PREFIX, version, schema)
+        return {_DATABASE_KEYWORDS[driver]: name}
     if database != "postgresql":
         raise MigrationRefusedError(
             f"cannot serve versions on {dialect_name}: two versions of the tables need"
-            " PostgreSQL (schemas of updatable views selected by search_path); roll the"
-            " application out at the swap instead; nothing was changed"
+            " PostgreSQL (schemas of updatable views selected by search_path) or MariaDB"
+            " (databases of views); roll the application out at the swap instead;"
+            " nothing was changed"
         )
     path = version_search_path(version, schema, versions=versions)
     if driver == "asyncpg":

@@ -44,6 +44,15 @@ exclusive metadata lock, bounded by ``lock_wait_timeout``):
   COLUMN``). The parent keeps ``<key>_old`` (unique) and the
   mapping table, as the offline migration does.
 
+With ``versions`` (rolling deploys), two databases of views serve the tables
+as *before* and *after* from the expand to the contract
+(:mod:`~sqla_ids.migration.backends.mysql.versions`): the expand makes them,
+the sync triggers work both ways (a row written through the other version
+carries only the other column, looked up in the mapping), the swap gives the
+children's UUID references a placeholder default for inserts through
+*before* and has the views replaced by other sessions as it unlocks, and the
+contract and the undo drop them.
+
 UUID192 keys (``target="uuid192"``) are ``VARBINARY(24)``: the UUIDv7 and the
 row's segment, which the backfill reads with each batch and the triggers from
 the row they fire for -- no column default can read the row, so the triggers
@@ -63,7 +72,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -75,7 +84,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqla_ids.dialects import for_dialect
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.backends.base import Backfill, Ddl, Mode, OnlineStrategy, Probe, Task
-from sqla_ids.migration.backends.mysql import guards, keys, reflect
+from sqla_ids.migration.backends.mysql import guards, keys, reflect, versions
 from sqla_ids.migration.backends.mysql.reflect import (
     catalog_rows,
     preserved_columns,
@@ -731,8 +740,41 @@ def sync_trigger_statements(
                 " ON DUPLICATE KEY UPDATE old_key = old_key;"
                 f" SET NEW.{t} = (SELECT new_key FROM {m} WHERE old_key = NEW.{s}); END IF;"
             )
-        add(ref.table, "BEFORE", "INSERT", lookup)
-        add(ref.table, "BEFORE", "UPDATE", f"IF NOT (NEW.{s} <=> OLD.{s}) THEN {lookup} END IF;")
+        if not plan.options.versions:
+            add(ref.table, "BEFORE", "INSERT", lookup)
+            add(
+                ref.table, "BEFORE", "UPDATE", f"IF NOT (NEW.{s} <=> OLD.{s}) THEN {lookup} END IF;"
+            )
+            continue
+        # Two versions write (versions=...): a row written through the other
+        # one carries only the following column -- a child inserted through
+        # *after* before the swap only its UUID reference, one inserted
+        # through *before* after it only its old value -- the leading one
+        # holding what the view left it: NULL, its placeholder default, or
+        # the implicit value of a NOT NULL column without one. The leading
+        # value is then looked up in the mapping (a locking read, as above).
+        # Not for the migration's own writes (the backfill sets the following
+        # column from the mapping already).
+        if forward:
+            lead_empty = "0" if plan.key_kind == "integer" else "''"
+            follow_empty, by, take = nil, "new_key", "old_key"
+        else:
+            lead_empty, by, take = nil, "old_key", "new_key"
+            follow_empty = "0" if plan.key_kind == "integer" else "''"
+        follow = f"SET NEW.{s} = (SELECT {take} FROM {m} WHERE {by} = NEW.{t} LOCK IN SHARE MODE);"
+        other = (
+            f"{guards.VARIABLE} IS NULL AND NEW.{t} IS NOT NULL AND NEW.{t} <> {follow_empty}"
+            f" AND (NEW.{s} IS NULL OR NEW.{s} = {lead_empty})"
+        )
+        add(ref.table, "BEFORE", "INSERT", f"IF {other} THEN {follow} ELSE {lookup} END IF;")
+        add(
+            ref.table,
+            "BEFORE",
+            "UPDATE",
+            f"IF NOT (NEW.{s} <=> OLD.{s}) THEN {lookup}"
+            f" ELSEIF {guards.VARIABLE} IS NULL AND NOT (NEW.{t} <=> OLD.{t}) THEN {follow}"
+            " END IF;",
+        )
     order = {"AFTER DELETE": 0, "AFTER INSERT": 1, "BEFORE UPDATE": 2, "BEFORE INSERT": 3}
     names = sorted(
         _trigger_names(plan),
@@ -792,15 +834,20 @@ def expand_statements(
     return statements + sync_trigger_statements(dialect, plan, catalog, forward=True)
 
 
-def lock_statements(dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog) -> list[Statement]:
+def lock_statements(
+    dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog, views: Sequence[str] = ()
+) -> list[Statement]:
     """``LOCK TABLES`` of every affected table and the mapping (if still there: a
     retried undo may have dropped it): the application waits, for the time of
     a few metadata-only statements, instead of seeing half a swap. MariaDB's
-    DDL commits on its own; ``LOCK TABLES`` holds across those commits."""
+    DDL commits on its own; ``LOCK TABLES`` holds across those commits.
+    ``views``: the versions' views (quoted, qualified; see
+    :func:`versions.lock_names`), locked too."""
     tables = sorted(
         set(plan.affected_tables) | ({plan.mapping_table} if catalog.mapping else set())
     )
-    return [Statement("LOCK TABLES " + ", ".join(f"{_q(dialect, t)} WRITE" for t in tables))]
+    locked = [f"{_q(dialect, t)} WRITE" for t in tables] + [f"{v} WRITE" for v in views]
+    return [Statement("LOCK TABLES " + ", ".join(locked))]
 
 
 def _position(
@@ -944,6 +991,12 @@ def _exchange(
             definition = plan.column_definition(ref.table, ref.column)
             if sides.up:
                 type_sql = f"{uuid_sql} {'NULL' if ref.nullable else 'NOT NULL'}"
+                if plan.options.versions and not ref.nullable:
+                    # Serving *before*: a child inserted through it leaves the
+                    # UUID reference out, which the triggers then fill from the
+                    # mapping (metadata only; the contract drops it).
+                    type_sql += f" DEFAULT {nil}"
+                    catalog.set_default(ref.table, ref.column, True)
                 leaving = f"RENAME COLUMN {q(ref.column)} TO {q(parked)}"
                 if not columns[ref.column]:
                     # The old values stay NOT NULL until the contract, filled by
@@ -1078,6 +1131,18 @@ def contract_statements(
                         " ALGORITHM=INSTANT"
                     )
                 )
+    if plan.options.versions:
+        # The placeholder default the swap gave the children's UUID references
+        # for *before*'s inserts: from now on the application gives them.
+        for _, ref in references(plan):
+            if not ref.nullable and ref.column in catalog.defaults.get(ref.table, set()):
+                statements.append(
+                    Statement(
+                        f"ALTER TABLE {q(ref.table)} ALTER COLUMN {q(ref.column)} DROP DEFAULT,"
+                        " ALGORITHM=INSTANT"
+                    )
+                )
+                catalog.set_default(ref.table, ref.column, False)
     statements += drop_trigger_statements(dialect, plan, catalog)
     clauses: dict[str, list[str]] = {}
     for table in plan.affected_tables:
@@ -1264,6 +1329,7 @@ def _has_spatial(connection: Connection, table: str) -> bool:
 class MariaDBOnline(OnlineStrategy):
     """Online key migration on MariaDB (see the module docstring)."""
 
+    serves_versions = True
     makes_uuid192 = True
 
     @staticmethod
@@ -1312,6 +1378,7 @@ class MariaDBOnline(OnlineStrategy):
                 f" rebuild); this server is {'.'.join(map(str, version))}"
             )
         problems += timestamp_refusals(plan)
+        problems += versions.refusals(connection, plan)
         if (
             plan.uuid192
             and plan.options.segment_column == plan.column
@@ -1577,6 +1644,9 @@ class MariaDBOnline(OnlineStrategy):
         built from the catalog anew, is retried under the lock.
         """
         catalog = Catalog(mapping=read_catalog(connection, plan).mapping)
+        # From here the step's builders may queue the versions' view
+        # replacements (a dry run builds them without this lock: nothing queued).
+        versions.Replacements.locked(connection)
         return [
             # Metadata locks only. With InnoDB's own table locks as well (the
             # default inside a transaction), LOCK TABLES also X-locks at the
@@ -1588,14 +1658,20 @@ class MariaDBOnline(OnlineStrategy):
             # locks alone keep the application off the named tables, which is
             # what the swap needs; DDL takes its own locks on linked tables.
             Statement("SET SESSION innodb_table_locks = 0"),
-            *lock_statements(connection.dialect, plan, catalog),
+            *lock_statements(
+                connection.dialect, plan, catalog, versions.lock_names(connection, plan)
+            ),
             Statement(f"SET SESSION lock_wait_timeout = {_LOCKED_WAIT_SECONDS}"),
         ]
 
     def unlock(self, connection: Connection) -> list[Statement]:
-        """``UNLOCK TABLES``; metadata locks are not waited for again."""
+        """``UNLOCK TABLES``; metadata locks are not waited for again. Serving
+        versions, the views the step queued are replaced as the tables are
+        unlocked (:class:`versions.Replacements`)."""
+        unlock = Statement("UNLOCK TABLES")
+        versions.Replacements.release(connection, [unlock])
         return [
-            Statement("UNLOCK TABLES"),
+            unlock,
             Statement("SET SESSION lock_wait_timeout = 0, innodb_table_locks = DEFAULT"),
         ]
 
@@ -1606,7 +1682,19 @@ class MariaDBOnline(OnlineStrategy):
         return [
             *self._guards(plan, guards.guard_statements),
             Ddl("expand", lambda c: expand_statements(c, plan, read_catalog(c, plan))),
+            *self._versions("version databases", versions.create_statements, plan),
         ]
+
+    @staticmethod
+    def _versions(
+        what: str,
+        statements: Callable[[Connection, PkMigrationPlan], list[Statement]],
+        plan: PkMigrationPlan,
+    ) -> list[Task]:
+        """A step on the version databases, when the plan serves versions."""
+        if not plan.options.versions:
+            return []
+        return [Ddl(what, lambda c: statements(c, plan))]
 
     @staticmethod
     def _guards(
@@ -1855,18 +1943,27 @@ class MariaDBOnline(OnlineStrategy):
 
     def swap(self, plan: PkMigrationPlan) -> list[Task]:
         """The new columns take the old ones' names and roles (tables locked)."""
-        return [
-            Ddl(
-                "swap",
-                lambda c: swap_statements(c.dialect, plan, read_catalog(c, plan)),
-                Mode.LOCKED,
+
+        def build(connection: Connection) -> list[Statement]:
+            # Serving versions: the views' replacements queue first, on the
+            # views this session locked (see versions.Replacements).
+            versions.Replacements.queue(
+                connection,
+                plan,
+                versions.swap_replacements(connection, plan),
+                partial(versions.swap_repair, plan=plan),
             )
-        ]
+            return swap_statements(connection.dialect, plan, read_catalog(connection, plan))
+
+        return [Ddl("swap", build, Mode.LOCKED)]
 
     def contract(self, plan: PkMigrationPlan) -> list[Task]:
         """Drop the triggers, parked indexes and old child columns (tables locked);
         the application's ``UPDATE`` triggers unguarded."""
         return [
+            # First, unlocked (MariaDB drops no database under LOCK TABLES): no
+            # application instance may use them any more (docs/migration.md).
+            *self._versions("drop version databases", versions.drop_statements, plan),
             Ddl(
                 "contract",
                 lambda c: (
@@ -1874,14 +1971,16 @@ class MariaDBOnline(OnlineStrategy):
                     + guards.unguard_statements(c, plan, guards.trigger_bodies(c))
                 ),
                 Mode.LOCKED,
-            )
+            ),
         ]
 
     def abort(self, plan: PkMigrationPlan) -> list[Task]:
         """Before the swap: everything the expand, backfill and prepare added goes,
         and the application's ``UPDATE`` triggers are as they were."""
         return [
+            *self._versions("drop version databases", versions.drop_statements, plan),
             Ddl("undo", lambda c: abort_statements(c.dialect, plan, read_catalog(c, plan))),
+            *self._versions("version views passed through", versions.passthrough_statements, plan),
             *self._guards(plan, guards.unguard_statements),
         ]
 
@@ -1921,19 +2020,28 @@ class MariaDBOnline(OnlineStrategy):
     def unswap(self, plan: PkMigrationPlan) -> list[Task]:
         """The old columns take their names and roles back and the UUID columns go
         (metadata only, tables locked); then the mapping table goes."""
+
+        def build(connection: Connection) -> list[Statement]:
+            # Serving versions: *before* passes the tables through again and
+            # *after* goes, as the tables are unlocked (versions.Replacements).
+            versions.Replacements.queue(
+                connection,
+                plan,
+                versions.unswap_replacements(connection, plan),
+                partial(versions.unswap_repair, plan=plan),
+            )
+            return unswap_statements(
+                connection.dialect, plan, read_catalog(connection, plan)
+            ) + guards.unguard_statements(connection, plan, guards.trigger_bodies(connection))
+
         return [
-            Ddl(
-                "undo swap",
-                lambda c: (
-                    unswap_statements(c.dialect, plan, read_catalog(c, plan))
-                    + guards.unguard_statements(c, plan, guards.trigger_bodies(c))
-                ),
-                Mode.LOCKED,
-            ),
+            Ddl("undo swap", build, Mode.LOCKED),
+            *self._versions("drop version databases", versions.drop_statements, plan),
             Ddl(
                 "drop mapping",
                 lambda c: [Statement(f"DROP TABLE IF EXISTS {_q(c, plan.mapping_table)}")],
             ),
+            *self._versions("version views passed through", versions.passthrough_statements, plan),
         ]
 
 
