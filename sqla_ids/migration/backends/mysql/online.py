@@ -555,6 +555,44 @@ def drop_trigger_statements(
     return statements
 
 
+def _old_references_follow(
+    dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog, ok: str
+) -> list[str]:
+    """Trigger SQL, between the swap and the contract: a parent's old key changed
+    (by the old code, through *before*, or on ``<key>_old``) does to the
+    children's old values what their foreign key's ``ON UPDATE`` rule did
+    before the swap -- the foreign keys are on the UUID columns now, and
+    MariaDB fires no trigger for a cascade anyway: ``CASCADE`` follows, ``SET
+    NULL`` (and ``SET DEFAULT``) empties the old value and the UUID reference
+    both, ``NO ACTION``/``RESTRICT`` refuses the change (SQLSTATE 23000) while
+    a child still has the old value. A table referencing itself
+    is left out: a trigger may not write its own table (1442); its old values
+    stay as they were (docs/migration.md)."""
+    q = dialect.identifier_preparer.quote
+    lines: list[str] = []
+    for n, ref in references(plan):
+        if ref.table == plan.table:
+            continue
+        c, old = q(ref.table), q(child_old(plan, n, ref))
+        keep = _keeping(dialect, catalog, ref.table)
+        rule = str(ref.options.get("onupdate") or "NO ACTION").upper()
+        if rule == "CASCADE":
+            lines.append(f"  UPDATE {c} SET {old} = NEW.{ok}{keep} WHERE {old} = OLD.{ok};")
+        elif rule in ("SET NULL", "SET DEFAULT"):
+            # Both sides: the relationship is gone in *after* too.
+            both = f"{old} = NULL, {q(ref.column)} = NULL"
+            lines.append(f"  UPDATE {c} SET {both}{keep} WHERE {old} = OLD.{ok};")
+        else:
+            # (MESSAGE_TEXT holds 128 characters: the table's name, at most 64.)
+            message = literal_for(dialect, f"the key is still referenced from {ref.table}")
+            lines += [
+                f"  IF EXISTS (SELECT 1 FROM {c} WHERE {old} = OLD.{ok}) THEN",
+                f"    SIGNAL SQLSTATE '23000' SET MESSAGE_TEXT = {message};",
+                "  END IF;",
+            ]
+    return lines
+
+
 def sync_trigger_statements(
     dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog, forward: bool
 ) -> list[Statement]:
@@ -663,6 +701,7 @@ def sync_trigger_statements(
         "UPDATE",
         f"IF NOT (NEW.{ok} <=> OLD.{ok}) AND OLD.{nk} IS NOT NULL THEN",
         f"  UPDATE {m} SET old_key = NEW.{ok} WHERE new_key = OLD.{nk};",
+        *([] if forward else _old_references_follow(dialect, plan, catalog, ok)),
         "END IF;",
         f"IF NOT (NEW.{nk} <=> OLD.{nk}) AND NEW.{nk} IS NOT NULL AND NEW.{ok} IS NOT NULL THEN",
         f"  DELETE FROM {m} WHERE new_key = OLD.{nk};",

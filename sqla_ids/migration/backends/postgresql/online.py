@@ -632,8 +632,10 @@ def _old_references_follow(
     the old code, through *before*) does to the children's old values what
     their foreign key's ``ON UPDATE`` did before the swap -- the foreign keys
     are on the UUID columns now, so nothing else would: ``CASCADE`` follows,
-    ``SET NULL`` empties, ``NO ACTION``/``RESTRICT`` refuses the change while a
-    child still has the old value (as the foreign key did)."""
+    ``SET NULL`` (and ``SET DEFAULT``) empties the old value and the UUID
+    reference both (else the versions, and the undo, would disagree),
+    ``NO ACTION``/``RESTRICT`` refuses the change while a child still has the
+    old value (as the foreign key did)."""
     lines: list[str] = []
     for n, ref in references(plan):
         c, old = _q(dialect, ref.table), _q(dialect, child_old(plan, n, ref))
@@ -641,7 +643,11 @@ def _old_references_follow(
         if rule == "CASCADE":
             lines.append(f"    UPDATE {c} SET {old} = NEW.{ok} WHERE {old} = OLD.{ok};")
         elif rule in ("SET NULL", "SET DEFAULT"):
-            lines.append(f"    UPDATE {c} SET {old} = NULL WHERE {old} = OLD.{ok};")
+            # Both sides: the relationship is gone in *after* too.
+            ref_new = _q(dialect, ref.column)
+            lines.append(
+                f"    UPDATE {c} SET {old} = NULL, {ref_new} = NULL WHERE {old} = OLD.{ok};"
+            )
         else:
             message = literal_for(
                 dialect,
