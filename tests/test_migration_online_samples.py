@@ -911,14 +911,27 @@ def _uuid192(sample: Sample) -> Sample:
     )
 
 
-def _versions(sample: Sample) -> tuple[Sample, str]:
+def _versions(sample: Sample, request: pytest.FixtureRequest) -> tuple[Sample, str]:
     """The same migration serving two versions of the tables (rolling deploys),
-    under a prefix of this test's own (version schemas are database-wide)."""
+    under a prefix of this test's own (version schemas are database-wide),
+    whose schemas (databases) go after the test whatever happened."""
     with sample.engine.connect() as conn:
         online = backend_for(conn).online
         if online is None or not online.serves_versions:
             pytest.skip(f"versions are not served on {conn.dialect.name}")
         prefix = f"{sa.inspect(conn).default_schema_name}_v"
+
+    def drop_versions() -> None:
+        with sample.engine.begin() as conn:
+            kind = "SCHEMA" if conn.dialect.name == "postgresql" else "DATABASE"
+            quote = conn.dialect.identifier_preparer.quote
+            for name in sa.inspect(conn).get_schema_names():
+                if name.startswith(f"{prefix}_"):
+                    cascade = " CASCADE" if kind == "SCHEMA" else ""
+                    conn.exec_driver_sql(f"DROP {kind} IF EXISTS {quote(name)}{cascade}")
+
+    request.addfinalizer(drop_versions)
+    with sample.engine.connect() as conn:
         # One prefix serves one migration per table: two migrations whose tables
         # overlap (Chinook's track refers to album, genre and media_type) are
         # refused by name (docs/migration.md). The tables whose migrations touch
@@ -948,13 +961,17 @@ def _versions(sample: Sample) -> tuple[Sample, str]:
     [("prepare", "uuid7"), ("swap", "uuid7"), ("swap", "uuid192"), ("swap", "versions")],
 )
 def test_undone_online_before_the_contract_gives_the_sample_back(
-    sample: Sample, stop: str, target: str, monkeypatch: pytest.MonkeyPatch
+    sample: Sample,
+    stop: str,
+    target: str,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     prefix = None
     if target == "uuid192":
         sample = _uuid192(sample)
     elif target == "versions":
-        sample, prefix = _versions(sample)
+        sample, prefix = _versions(sample, request)
     engine = sample.engine
     with engine.connect() as conn:
         original = (_counters_aside(schema(conn)), rows(conn))
