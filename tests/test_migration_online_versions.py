@@ -11,20 +11,15 @@ base tables after it. Neither is reconfigured at the swap. Hostile names
 
 from __future__ import annotations
 
-import random
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+from versions_app import NEW_READY, App, Names, World, until
 
-from sqla_ids import UUIDv7, uuid7
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import (
     PkMigrationOptions,
@@ -41,6 +36,7 @@ CHILD = 'it"em'
 REF = 'sh"op id'
 NOTE = 'no"te'
 OLD = f"{KEY}_old"
+NAMES = Names(PARENT, KEY, CHILD, REF)
 
 
 def _q(name: str) -> str:
@@ -446,146 +442,6 @@ def test_versions_refused_without_postgresql_or_online(
 # --- two application versions, from before the expand until after the contract ------
 
 
-def _models(new: bool) -> tuple[Any, Any]:
-    """The application's ORM models: the old code's (``BigInteger`` keys) or the
-    new code's (UUIDv7 keys, made in Python)."""
-
-    class Base(DeclarativeBase):
-        pass
-
-    key_type: Any = UUIDv7() if new else sa.BigInteger()
-    key_default: dict[str, Any] = {"default": uuid7} if new else {}
-
-    class Shop(Base):
-        __tablename__ = PARENT
-        id: Mapped[Any] = mapped_column(KEY, key_type, primary_key=True, **key_default)
-        name: Mapped[str] = mapped_column(sa.Text, unique=True)
-        items: Mapped[list[Item]] = relationship(
-            back_populates="shop", cascade="all, delete-orphan", passive_deletes=True
-        )
-
-    class Item(Base):
-        __tablename__ = CHILD
-        id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True)
-        shop_id: Mapped[Any] = mapped_column(REF, key_type, sa.ForeignKey(Shop.__table__.c[KEY]))
-        label: Mapped[str] = mapped_column(sa.Text, unique=True)
-        shop: Mapped[Shop] = relationship(back_populates="items")
-
-    return Shop, Item
-
-
-@dataclass
-class World:
-    """What the applications did, as they saw it (shared; under ``lock``)."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    phase: str = "before the expand"
-    shop_of: dict[str, str] = field(default_factory=dict)
-    """Item label -> the name of its shop."""
-    alive: set[str] = field(default_factory=set)
-    keys: dict[str, dict[str, Any]] = field(default_factory=lambda: {"O": {}, "N": {}})
-    """Application -> shop name -> the key it got back."""
-    targets: dict[str, list[str]] = field(default_factory=lambda: {"O": [], "N": []})
-    """Application -> its shops never deleted (the other one moves items there)."""
-    created_in: dict[str, str] = field(default_factory=dict)
-    """Shop name -> the phase its insert began in."""
-
-
-class App(threading.Thread):
-    """One application instance: creates a shop with two items, reads it by key,
-    moves an item to a shop of the other application (found by name, read by
-    key), deletes every fifth shop it made. Every failed statement is counted."""
-
-    def __init__(
-        self, tag: str, engine: Engine, world: World, ready: Callable[[Session], bool]
-    ) -> None:
-        super().__init__(daemon=True)
-        self.tag, self.engine, self.world, self.ready = tag, engine, world, ready
-        self.shop, self.item = _models(new=tag == "N")
-        self.stop = threading.Event()
-        self.failures: list[str] = []
-        self.ops: dict[str, int] = {}
-        self.random = random.Random(tag)
-
-    def done(self) -> int:
-        return sum(self.ops.values())
-
-    def run(self) -> None:
-        n = 0
-        ready = False
-        while not self.stop.is_set():
-            phase = self.world.phase
-            try:
-                if not ready:
-                    # The instance's readiness check.
-                    with Session(self.engine) as session:
-                        ready = self.ready(session)
-                    if not ready:
-                        time.sleep(0.05)
-                        continue
-                n += 1
-                self._one(n)
-                self.ops[phase] = self.ops.get(phase, 0) + 1
-            except Exception as error:  # every failure is the finding
-                self.failures.append(f"{phase}: {type(error).__name__}: {str(error)[:300]}")
-            time.sleep(0.003)
-
-    def _one(self, n: int) -> None:
-        Shop, Item = self.shop, self.item
-        world, name = self.world, f"{self.tag}{n}"
-        world.created_in[name] = world.phase
-        with Session(self.engine) as session:
-            shop = Shop(name=name, items=[Item(label=f"{name}a"), Item(label=f"{name}b")])
-            session.add(shop)
-            session.commit()
-            key = shop.id
-        with world.lock:
-            world.alive.add(name)
-            world.shop_of.update({f"{name}a": name, f"{name}b": name})
-            world.keys[self.tag][name] = key
-            if n % 5:
-                world.targets[self.tag].append(name)
-            other = "N" if self.tag == "O" else "O"
-            choices = world.targets[other] or world.targets[self.tag]
-            target_name = self.random.choice(choices) if choices else None
-        with Session(self.engine) as session:
-            got = session.get(Shop, key)
-            assert got is not None and got.name == name, (key, got)
-            # (The other application may have moved one of its items here already.)
-            assert {f"{name}a", f"{name}b"} <= {i.label for i in got.items}
-            if target_name is not None:
-                target_key = session.scalars(
-                    sa.select(Shop.id).where(Shop.name == target_name)
-                ).one()
-                target = session.get(Shop, target_key)
-                assert target is not None
-                moved = next(i for i in got.items if i.label == f"{name}b")
-                moved.shop = target
-                session.commit()
-                with world.lock:
-                    world.shop_of[f"{name}b"] = target_name
-            if n % 5 == 0:
-                session.delete(session.get(Shop, key))
-                session.commit()
-                with world.lock:
-                    world.alive.discard(name)
-                    for label in [lb for lb, s in world.shop_of.items() if s == name]:
-                        del world.shop_of[label]
-
-
-def _until(apps: list[App], more: int) -> None:
-    """Wait until each application did ``more`` operations more (or fails)."""
-    goals = [app.done() + more for app in apps]
-    deadline = time.monotonic() + 120
-    while any(app.done() < goal for app, goal in zip(apps, goals, strict=True)):
-        if time.monotonic() > deadline or any(len(app.failures) > 50 for app in apps):
-            return
-        time.sleep(0.02)
-
-
-_NEW_READY = ("online:prepared", "online:swapped", "done")
-
-
 def _two_applications(engine: Engine, prefix: str, versions: bool) -> tuple[App, App, World]:
     """Deploy sequence A/B/C with both applications writing all along: the old
     one from before the expand until the contract, the new one from the prepare
@@ -593,12 +449,13 @@ def _two_applications(engine: Engine, prefix: str, versions: bool) -> tuple[App,
     world = World()
     old_engine = _version_engine(engine, "before", prefix)
     new_engine = _version_engine(engine, "after", prefix)
-    old = App("O", old_engine, world, lambda session: True)
+    old = App("O", old_engine, world, lambda session: True, NAMES)
     new = App(
         "N",
         new_engine,
         world,
-        lambda session: migration_phase(session.connection(), PARENT) in _NEW_READY,
+        lambda session: migration_phase(session.connection(), PARENT) in NEW_READY,
+        NAMES,
     )
     option = prefix if versions else False
 
@@ -614,21 +471,21 @@ def _two_applications(engine: Engine, prefix: str, versions: bool) -> tuple[App,
     old.start()
     new.start()
     try:
-        _until([old], 10)
+        until([old], 10)
         world.phase = "revision A (expand, backfill, prepare)"
         migrate("prepare")
         world.phase = "between A and B"
-        _until([old, new], 10)
+        until([old, new], 10)
         world.phase = "revision B (swap)"
         migrate("swap")
         world.phase = "between B and C"
-        _until([old, new], 10)
+        until([old, new], 10)
         old.stop.set()  # no instance uses *before* any more
         old.join()
         world.phase = "revision C (contract)"
         migrate("contract")
         world.phase = "after C"
-        _until([new], 10)
+        until([new], 10)
     finally:
         for app in (old, new):
             app.stop.set()
@@ -699,21 +556,21 @@ def test_rollback_old_code_through_the_swap_and_its_undo(shop: tuple[Engine, str
     engine, prefix = shop
     world = World()
     old_engine = _version_engine(engine, "before", prefix)
-    old = App("O", old_engine, world, lambda session: True)
+    old = App("O", old_engine, world, lambda session: True, NAMES)
     old.start()
     try:
-        _until([old], 10)
+        until([old], 10)
         world.phase = "revision A (expand, backfill, prepare)"
         _migrate(engine, "prepare", prefix)
         world.phase = "revision B (swap)"
         _migrate(engine, "swap", prefix)
         world.phase = "after the swap"
-        _until([old], 10)
+        until([old], 10)
         world.phase = "undo"
         with engine.connect() as conn:
             restore_pk_from_uuid7(conn, PARENT)
         world.phase = "after the undo"
-        _until([old], 10)
+        until([old], 10)
     finally:
         old.stop.set()
         old.join()
