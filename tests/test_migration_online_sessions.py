@@ -86,14 +86,19 @@ def tenants(request: pytest.FixtureRequest) -> Iterator[tuple[Engine, str, str]]
                 conn.exec_driver_sql(f"DROP DATABASE `{other}`")
 
 
+def _use(conn: sa.Connection, tenant: str) -> None:
+    """The connection's session in ``tenant`` (its search_path / database), committed."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f'SET search_path TO "{tenant}"')
+    else:
+        conn.exec_driver_sql(f"USE `{tenant}`")
+    conn.commit()
+
+
 def test_the_callers_tenant_is_migrated(tenants: tuple[Engine, str, str]) -> None:
     engine, home, other = tenants
     with engine.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f'SET search_path TO "{other}"')
-        else:
-            conn.exec_driver_sql(f"USE `{other}`")
-        conn.commit()
+        _use(conn, other)
         migrate_pk_to_uuid7(conn, "shop", ONLINE)
         # The caller's connection is as it was.
         here = conn.exec_driver_sql(
@@ -237,19 +242,11 @@ def test_a_run_keeps_one_connection_for_its_transactions_and_hands_all_back_clea
     checkouts = []
     sa.event.listen(engine, "checkout", lambda *args: checkouts.append(1))
     with engine.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f'SET search_path TO "{other}"')
-        else:
-            conn.exec_driver_sql(f"USE `{other}`")
-        conn.commit()
+        _use(conn, other)
         plan = migrate_pk_to_uuid7(conn, "shop", PkMigrationOptions(online=True, batch_size=3))
         conn.rollback()
         # Back to the pool's tenant before this connection goes back too.
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f'SET search_path TO "{home}"')
-        else:
-            conn.exec_driver_sql(f"USE `{home}`")
-        conn.commit()
+        _use(conn, home)
     assert plan.row_count == 20
     # 20 rows in batches of 3: more than 10 transactions, a handful of connections.
     assert len(checkouts) <= 8, len(checkouts)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from versions_app import NEW_READY, App, Names, World, until
+from versions_app import NEW_READY, App, Names, World, check_rows, until
 
 from sqla_ids import UUIDv7, uuid7
 from sqla_ids.errors import MigrationRefusedError
@@ -327,42 +327,6 @@ def test_undo_drops_the_versions(shop: tuple[Engine, str], swapped: bool) -> Non
 # --- two application versions, from before the expand until after the contract ------
 
 
-def _check_rows(engine: Engine, world: World, mapped: bool) -> None:
-    """Every item either application made is under its shop (new keys); every
-    shop has the old key it got (or was given) in ``<key>_old`` and, while the
-    triggers ran (``mapped``), in the mapping."""
-    p, c, k, r = _q(PARENT), _q(CHILD), _q(KEY), _q(REF)
-    with engine.connect() as conn:
-        found = dict(
-            conn.execute(
-                sa.text(
-                    f"SELECT i.label, s.name FROM {c} i JOIN {p} s ON s.{k} = i.{r}"
-                    " WHERE i.label LIKE 'O%' OR i.label LIKE 'N%'"
-                )
-            ).all()
-        )
-        assert found == world.shop_of
-        shops = {
-            name: (key, old_key, mapped_old)
-            for name, key, old_key, mapped_old in conn.execute(
-                sa.text(
-                    f"SELECT s.name, s.{k}, s.{_q(OLD)}, m.old_key FROM {p} s"
-                    f" LEFT JOIN {_q(MAP)} m ON m.new_key = s.{k}"
-                    " WHERE s.name LIKE 'O%' OR s.name LIKE 'N%'"
-                ).columns(sa.column("name"), sa.column(KEY, UUIDv7()))
-            ).all()
-        }
-    assert set(shops) == world.alive
-    for name, (key, old_key, mapped_old) in shops.items():
-        assert isinstance(key, uuid.UUID) and isinstance(old_key, int), name
-        if mapped:
-            assert mapped_old == old_key, name
-        if name.startswith("O"):
-            assert world.keys["O"][name] == old_key
-        else:
-            assert world.keys["N"][name] == key
-
-
 @pytest.mark.slow
 def test_two_application_versions_write_through_the_whole_migration(
     shop: tuple[Engine, str],
@@ -434,7 +398,7 @@ def test_two_application_versions_write_through_the_whole_migration(
     assert new.ops.get("after C", 0) >= 5
     assert _version_databases(engine, prefix) == set()
     # (The contract drops the triggers: shops made after it are not mapped.)
-    _check_rows(engine, world, mapped=False)
+    check_rows(engine, world, NAMES, mapped=lambda name: False)
 
 
 @pytest.mark.slow

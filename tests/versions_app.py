@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,3 +183,40 @@ def until(apps: list[App], more: int) -> None:
         if time.monotonic() > deadline or any(len(app.failures) > 50 for app in apps):
             return
         time.sleep(0.02)
+
+
+def check_rows(engine: Engine, world: World, names: Names, mapped: Callable[[str], bool]) -> None:
+    """Every item either application made is under its shop (new keys); every
+    shop has the old key it got (or was given) in ``<key>_old`` and, where
+    ``mapped(shop name)`` (made while the triggers ran), in the mapping."""
+    q = engine.dialect.identifier_preparer.quote
+    p, c, k, r = q(names.parent), q(names.child), q(names.key), q(names.ref)
+    with engine.connect() as conn:
+        found = dict(
+            conn.execute(
+                sa.text(
+                    f"SELECT i.label, s.name FROM {c} i JOIN {p} s ON s.{k} = i.{r}"
+                    " WHERE i.label LIKE 'O%' OR i.label LIKE 'N%'"
+                )
+            ).all()
+        )
+        assert found == world.shop_of
+        shops = {
+            name: (key, old_key, mapped_old)
+            for name, key, old_key, mapped_old in conn.execute(
+                sa.text(
+                    f"SELECT s.name, s.{k}, s.{q(names.key + '_old')}, m.old_key FROM {p} s"
+                    f" LEFT JOIN {q(names.parent + '_uuid7_map')} m ON m.new_key = s.{k}"
+                    " WHERE s.name LIKE 'O%' OR s.name LIKE 'N%'"
+                ).columns(sa.column("name"), sa.column(names.key, UUIDv7()))
+            ).all()
+        }
+    assert set(shops) == world.alive
+    for name, (key, old_key, mapped_old) in shops.items():
+        assert isinstance(key, uuid.UUID) and isinstance(old_key, int), name
+        if mapped(name):
+            assert mapped_old == old_key, name
+        if name.startswith("O"):
+            assert world.keys["O"][name] == old_key
+        else:
+            assert world.keys["N"][name] == key
