@@ -177,7 +177,7 @@ def _leftovers(conn: Connection) -> list[Any]:
     ("point", "target"),
     [
         *((point, "uuid7") for point in KILL_POINTS),
-        *((point, "uuid192") for point in ("parent backfill", "child backfill", "mid-swap")),
+        *((point, "uuid192") for point in KILL_POINTS),
     ],
 )
 def test_killed_then_resumed_with_the_application_writing(

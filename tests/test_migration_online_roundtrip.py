@@ -63,12 +63,20 @@ def _keys(engine: Engine) -> dict[str, Any]:
         )
 
 
+TARGETS = {
+    "uuid7": ONLINE,
+    # UUID192 keys segmented by the shop's n: the patterns make keys from the swap on.
+    "uuid192": ONLINE.replace(target="uuid192", segment_column="n"),
+}
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
 @pytest.mark.parametrize("stop", STOPS)
 def test_undone_from_every_phase_with_the_application_writing(
-    shop: Engine, stop: str, monkeypatch: pytest.MonkeyPatch
+    shop: Engine, stop: str, target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before, keys = _fingerprint(shop), _keys(shop)
-    matrix = write_patterns.Matrix(shop)
+    matrix = write_patterns.Matrix(shop, uuid192=target == "uuid192")
     run = matrix.run
 
     phases = iter(["plan", "expand", "backfill", "prepare", "swap", "contract"])
@@ -95,7 +103,7 @@ def test_undone_from_every_phase_with_the_application_writing(
     try:
         for phase in ("prepare", "swap", "contract"):
             with shop.connect() as conn:
-                migrate_pk_to_uuid7(conn, "shop", ONLINE, phase=phase)
+                migrate_pk_to_uuid7(conn, "shop", TARGETS[target], phase=phase)
             if phase == goal:
                 break
     except Stop:
