@@ -56,7 +56,7 @@ from sqla_ids.migration import (
 from sqla_ids.tools.report import format_table
 
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-SLOW = 0.2
+SLOW = 0.05
 """Application statements slower than this (seconds) are matched to the migration
 step running at the time (the migration logs each step's time at DEBUG)."""
 
@@ -138,6 +138,21 @@ class Database:
             f"PostgreSQL {version}, wal_level={level}: WAL bytes from pg_current_wal_lsn()"
             " before and after each run (a CHECKPOINT first)"
         )
+
+    before_from_the_start = True
+    """Whether the old code can connect to *before* before the expand (PostgreSQL:
+    a ``search_path`` naming a schema that does not exist yet falls through to
+    the tables)."""
+
+    def version_url(self, url: sa.URL, version: str, schema: str, versions: bool | str) -> sa.URL:
+        """The application's URL on ``version`` of the scratch schema's tables."""
+        args = version_connect_args(url.drivername, version, schema, versions=versions)
+        return url.update_query_dict(args)
+
+    def versions(self, schema: str) -> bool | str:
+        """``PkMigrationOptions.versions``: the scratch schema's name, so that its
+        version schemas are its own."""
+        return schema
 
     def app_engine(self, url: str, prepared: bool) -> sa.Engine:
         # psycopg prepares a statement on the server after 5 runs; a prepared
@@ -255,6 +270,27 @@ class MariaDB(Database):
         )
         return f"MariaDB {version}: {binlog}; InnoDB redo bytes from Innodb_lsn_current"
 
+    # The version databases exist from the expand to the contract (a connection
+    # to a database that does not exist fails): the old code stays on the
+    # application's database, which is *before* until the swap; its statements
+    # do not depend on the key's type, so it keeps working there after the swap
+    # and through the undo (docs/migration.md, "On MariaDB").
+    before_from_the_start = False
+
+    def version_url(self, url: sa.URL, version: str, schema: str, versions: bool | str) -> sa.URL:
+        """The application's URL on ``version``: the version's database."""
+        # The driver's keyword for the database (pymysql ``database``, mysqlclient
+        # ``db``...): its one value is the version database's name.
+        (database,) = version_connect_args(
+            url.drivername, version, schema, versions=versions
+        ).values()
+        return url.set(database=database)
+
+    def versions(self, schema: str) -> bool | str:
+        """The default prefix: the version databases are named after the scratch
+        database (``sqla_ids_after_<scratch>``), its own already."""
+        return True
+
     def app_engine(self, url: str, prepared: bool) -> sa.Engine:
         return sa.create_engine(url)
 
@@ -328,6 +364,7 @@ def _writer(
     latencies: list[float] = []
     slow: list[tuple[float, float, str]] = []  # (wall-clock start, seconds, who)
     failures: list[str] = []
+    failed_at: list[tuple[float, float]] = []  # (wall-clock start, 0) of each failure
     child_parent: dict[str, str] = {}
     gone = set(deleted)  # the same application: it knows what it deleted before
     made: list[str] = []  # own: the parents it made and has not deleted
@@ -395,6 +432,8 @@ def _writer(
                         )
             except sa.exc.DBAPIError as error:
                 failures.append(f"{n}: {str(error.orig).splitlines()[0]}")
+                # When (wall clock): the report names the migration step it met.
+                failed_at.append((time.time() - (time.perf_counter() - started), 0.0))
             latencies.append(time.perf_counter() - started)
             ready.set()
             if latencies[-1] > SLOW:
@@ -406,6 +445,7 @@ def _writer(
                 "latencies": latencies,
                 "slow": slow,
                 "failures": failures,
+                "failed_at": failed_at,
                 "child_parent": child_parent,
                 "deleted": sorted(gone),
             }
@@ -540,6 +580,7 @@ def _under_load(
         w["latencies"] += v["latencies"]
         w["slow"] += v["slow"]
         w["failures"] += [f"after: {failure}" for failure in v["failures"]]
+        w["failed_at"] += v["failed_at"]
         w["child_parent"].update(v["child_parent"])
         w["deleted"] = sorted({*w["deleted"], *v["deleted"]})
         w["second"] = len(v["latencies"])
@@ -619,7 +660,11 @@ def _summary(seconds: float, w: dict[str, Any], r: dict[str, Any], check: str) -
         # first): at most this long an application statement waited for one.
         "batch_ms": max((e - b for b, e, what in w["steps"] if what == "backfill"), default=0)
         * 1000,
-        "failed": w["failures"] + r["failures"],
+        "failed": [
+            f"{failure} [{_during(w['steps'], start, took)}]"
+            for failure, (start, took) in zip(w["failures"], w["failed_at"], strict=True)
+        ]
+        + r["failures"],
         "second": w.get("second"),  # of the statements: the new code's, through *after*
         "check": check,
         **w["logs"],
@@ -644,15 +689,13 @@ def _online(
     first, second = url, None
     if options.versions:
         first, second = (
-            sa.make_url(url)
-            .update_query_dict(
-                version_connect_args(
-                    "postgresql+psycopg", version, schema, versions=options.versions
-                )
+            db.version_url(sa.make_url(url), version, schema, options.versions).render_as_string(
+                hide_password=False
             )
-            .render_as_string(hide_password=False)
             for version in ("before", "after")
         )
+        if not db.before_from_the_start:
+            first = url
 
     def up(start_second: Any) -> None:
         with engine.connect() as conn:
@@ -751,14 +794,21 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else math.nan
 
 
+VERSIONS_UP = "with versions, expand -> swap (two apps)"
+VERSIONS_DOWN = "with versions, downgrade (old app)"
+
+
 def _report(db: Database, args: argparse.Namespace, rounds: dict[str, list[Any]]) -> None:
     """Per mode: the median time of the rounds, their spread, the ratios of medians to
     the offline mode and to the hand-written SQL, and the log bytes each wrote."""
     ups = [r["up"] for r in rounds["online"]]
     downs = [r["down"] for r in rounds["online"]]
+    served = rounds.get("versions", [])
     timed = {
         "online, expand -> swap (app running)": ups,
         "online downgrade (app running)": downs,
+        VERSIONS_UP: [r["up"] for r in served],
+        VERSIONS_DOWN: [r["down"] for r in served],
         "offline (writes paused)": rounds.get("offline", []),
         "hand-written SQL (writes paused)": rounds.get("baseline", []),
     }
@@ -777,7 +827,8 @@ def _report(db: Database, args: argparse.Namespace, rounds: dict[str, list[Any]]
         + (f", batch_pause {args.batch_pause:g} s" if args.batch_pause else "")
         + (f", metadata_lock_wait {args.metadata_lock_wait:g} s" if args.metadata_lock_wait else "")
         + (
-            ", versions: the new code writing through *after* from the prepare on"
+            "; with versions: two versions served, the new code writing through *after*"
+            " from the prepare on"
             if args.versions
             else ""
         )
@@ -828,10 +879,34 @@ def _report(db: Database, args: argparse.Namespace, rounds: dict[str, list[Any]]
         "failed statements",
         "relationships after it",
     ]
-    for k, (up, down) in enumerate(zip(ups, downs, strict=True)):
-        table = [[label, a, b] for label, a, b in zip(labels, stats(up), stats(down), strict=True)]
-        heading = "while the application runs" + (f" (round {k + 1})" if n > 1 else "")
-        print(format_table([heading, "migration", "downgrade"], table))
+    for way, runs in (("", rounds["online"]), (" with versions", served)):
+        for k, run in enumerate(runs):
+            table = [
+                [label, a, b]
+                for label, a, b in zip(labels, stats(run["up"]), stats(run["down"]), strict=True)
+            ]
+            heading = f"while the application runs{way}" + (f" (round {k + 1})" if n > 1 else "")
+            print(format_table([heading, "migration", "downgrade"], table))
+    if served:
+        _compare_versions(rounds["online"], served)
+
+
+def _compare_versions(plain: list[Any], served: list[Any]) -> None:
+    """What serving two versions (and the second application) costs: the
+    medians with versions over those without, in the same run."""
+    rows = []
+    for phase, label in (("up", "migration"), ("down", "downgrade")):
+        for key, what in (("seconds", "time"), ("max_ms", "longest statement"), ("p99_ms", "p99")):
+            a = _median([r[phase][key] for r in plain])
+            b = _median([r[phase][key] for r in served])
+            rows.append([f"{label}: {what}", f"{a:.2f}", f"{b:.2f}", f"{b / a:.2f}x"])
+    print(
+        format_table(
+            ["median of the rounds", "online", "with versions", "ratio"],
+            rows,
+            title="Serving two versions against the online migration without them (same run)",
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -883,7 +958,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--versions",
         action="store_true",
-        help="PostgreSQL: serve two versions (PkMigrationOptions.versions) and add a second"
+        help="also run the online migration serving two versions (PkMigrationOptions.versions,"
+        " interleaved with the plain one) with a second"
         " writer, the new code on *after*, from the prepare's end (a rolling deploy)",
     )
     args = parser.parse_args(argv)
@@ -891,7 +967,9 @@ def main(argv: list[str] | None = None) -> int:
         args.parents, args.children, args.batch_size = 2_000, 4_000, 500
     base = sa.make_url(args.url)
     db = database_for(base)
-    ways = ["online"] if args.online_only else ["online", "offline", "baseline"]
+    ways = ["online"] + (["versions"] if args.versions else [])
+    if not args.online_only:
+        ways += ["offline", "baseline"]
     rounds: dict[str, list[Any]] = {way: [] for way in ways}
     for r in range(args.rounds):
         for way in ways[r % len(ways) :] + ways[: r % len(ways)]:  # interleaved
@@ -899,7 +977,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 db.load(engine, args.parents, args.children)
                 db.settle(engine)
-                if way == "online":
+                if way in ("online", "versions"):
                     url = engine.url.render_as_string(hide_password=False)
                     rounds[way].append(
                         _online(
@@ -917,7 +995,7 @@ def main(argv: list[str] | None = None) -> int:
                                 batch_pause=args.batch_pause,
                                 metadata_lock_wait=args.metadata_lock_wait,
                                 # The scratch schema's name: its own version schemas.
-                                versions=schema if args.versions else False,
+                                versions=db.versions(schema) if way == "versions" else False,
                             ),
                             schema,
                         )
@@ -936,7 +1014,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rounds, indent=2, default=str))
     else:
         _report(db, args, rounds)
-    phases = [o for r in rounds["online"] for o in r.values()]
+    phases = [o for r in rounds["online"] + rounds.get("versions", []) for o in r.values()]
     return 0 if all(o["check"].startswith("OK") and not o["failed"] for o in phases) else 1
 
 

@@ -79,19 +79,21 @@ class PkMigrationOptions:
     the rebuild waits -- for a child's rebuild, also one that writes a parent
     and then that child. The online downgrade's only such statement is the
     parent's rebuild.
-    ``versions``: PostgreSQL only, online only: serve two versions of the
-    affected tables (the parent and its children) from the expand until the
-    contract, for rolling deploys (docs/migration.md, "Rolling deploys").
-    Before the swap, the schema ``sqla_ids_after`` holds simple updatable
-    views presenting the tables as they will be (UUID keys and references
-    under the original names); after it, ``sqla_ids_before`` presents them as
-    they were (old keys under the original names). A connection picks its
-    version with ``search_path`` (:func:`sqla_ids.migration.version_connect_args`).
-    ``True`` names the schemas ``sqla_ids_after``/``sqla_ids_before``; a
-    string is the prefix instead (``"shop"``: ``shop_after``/``shop_before``),
-    for several applications in one database.
+    ``versions``: PostgreSQL and MariaDB, online only, UUIDv7 target: serve
+    two versions of the affected tables (the parent and its children) from
+    the expand until the contract, for rolling deploys (docs/migration.md,
+    "Rolling deploys"). Before the swap, *after* presents the tables as they
+    will be (UUID keys and references under the original names); after it,
+    *before* presents them as they were (old keys under the original names).
+    PostgreSQL: schemas of simple updatable views, picked with
+    ``search_path``; ``True`` names them ``sqla_ids_after``/``sqla_ids_before``,
+    a string is the prefix instead (``"shop"``: ``shop_after``/``shop_before``),
+    for several applications in one database. MariaDB: databases of views,
+    ``<prefix>_after_<database>``/``<prefix>_before_<database>`` (prefix
+    ``sqla_ids`` for ``True``). A connection picks its version with
+    :func:`sqla_ids.migration.version_connect_args`.
 
-    Target (docs/migration.md, "UUID192 keys"; offline only):
+    Target (docs/migration.md, "UUID192 keys"; offline and online):
     ``target``: ``"uuid7"`` (default) makes the key and every reference a
     UUIDv7; ``"uuid192"`` makes them the 192-bit key of
     :class:`~sqla_ids.UUID192Type`: the same UUIDv7 (same order, same old-key

@@ -1683,9 +1683,11 @@ class MariaDBOnline(OnlineStrategy):
         built from the catalog anew, is retried under the lock.
         """
         catalog = Catalog(mapping=read_catalog(connection, plan).mapping)
+        views = versions.lock_names(connection, plan)
         # From here the step's builders may queue the versions' view
-        # replacements (a dry run builds them without this lock: nothing queued).
-        versions.Replacements.locked(connection)
+        # replacements (a dry run builds them without this lock: nothing queued),
+        # in sessions opened now, before the lock.
+        versions.Replacements.locked(connection, len(views))
         return [
             # Metadata locks only. With InnoDB's own table locks as well (the
             # default inside a transaction), LOCK TABLES also X-locks at the
@@ -1697,9 +1699,7 @@ class MariaDBOnline(OnlineStrategy):
             # locks alone keep the application off the named tables, which is
             # what the swap needs; DDL takes its own locks on linked tables.
             Statement("SET SESSION innodb_table_locks = 0"),
-            *lock_statements(
-                connection.dialect, plan, catalog, versions.lock_names(connection, plan)
-            ),
+            *lock_statements(connection.dialect, plan, catalog, views),
             Statement(f"SET SESSION lock_wait_timeout = {_LOCKED_WAIT_SECONDS}"),
         ]
 
