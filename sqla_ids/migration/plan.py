@@ -414,6 +414,11 @@ def _collect_blockers(ctx: _Planning) -> None:
     ctx.blockers.extend(
         ctx.backend.reflect.find_blockers(ctx.connection, ctx.inspector, ctx.table, ctx.affected)
     )
+    ctx.blockers.extend(
+        ctx.backend.reflect.missing_privileges(
+            ctx.connection, [ctx.table, *ctx.affected], ctx.options
+        )
+    )
     # Set aside offline, guarded online (the application's updates need them
     # meanwhile): see ParkedTrigger.
     ctx.parked_triggers = ctx.backend.reflect.update_triggers(ctx.connection, ctx.affected)

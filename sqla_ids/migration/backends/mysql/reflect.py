@@ -16,6 +16,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
+# (re-exported: the planner asks for privileges with the rest of the catalog)
+from sqla_ids.migration.backends.mysql.privileges import (
+    missing_privileges as missing_privileges,
+)
 from sqla_ids.migration.core import analysis
 from sqla_ids.migration.core.mapping import RawType, uuid_type
 from sqla_ids.migration.core.model import (

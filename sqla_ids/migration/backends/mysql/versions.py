@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
+from sqla_ids.migration.backends.mysql.privileges import session_grantee
 from sqla_ids.migration.core import state
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.names import child_old, references
@@ -255,24 +256,29 @@ def _grants(
     grants the old ``shop_id`` had)."""
     dialect = connection.dialect
     db = _q(dialect, database)
+    everything = f"{_q(dialect, _escaped(database))}.*"
+    # Not the migration's own user's: what it holds on the version databases
+    # it holds already (planned: backends/mysql/privileges.py), and granting
+    # itself would need GRANT OPTION there for nothing.
+    me = session_grantee(connection)
     statements = [
-        _grant(privilege, f"{db}.*", _grantee(dialect, grantee), grantable)
+        _grant(privilege, everything, _grantee(dialect, grantee), grantable)
         for grantee, privilege, grantable in connection.execute(
             sa.text(
                 "SELECT GRANTEE, PRIVILEGE_TYPE, IS_GRANTABLE FROM information_schema"
                 ".SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = :d AND PRIVILEGE_TYPE IN :p"
-                " ORDER BY 1, 2"
+                " AND GRANTEE <> :me ORDER BY 1, 2"
             ).bindparams(sa.bindparam("p", expanding=True)),
-            {"d": application, "p": list(_PRIVILEGES)},
+            {"d": application, "p": list(_PRIVILEGES), "me": me},
         ).all()
     ]
     rows = connection.execute(
         sa.text(
             "SELECT TABLE_NAME, GRANTEE, PRIVILEGE_TYPE, IS_GRANTABLE FROM information_schema"
             ".TABLE_PRIVILEGES WHERE TABLE_SCHEMA = :d AND TABLE_NAME IN :t"
-            " AND PRIVILEGE_TYPE IN :p ORDER BY 1, 2, 3"
+            " AND PRIVILEGE_TYPE IN :p AND GRANTEE <> :me ORDER BY 1, 2, 3"
         ).bindparams(sa.bindparam("t", expanding=True), sa.bindparam("p", expanding=True)),
-        {"d": application, "t": tables, "p": list(_PRIVILEGES)},
+        {"d": application, "t": tables, "p": list(_PRIVILEGES), "me": me},
     ).all()
     statements += [
         _grant(privilege, f"{db}.{_q(dialect, table)}", _grantee(dialect, grantee), grantable)
@@ -282,9 +288,10 @@ def _grants(
         sa.text(
             "SELECT TABLE_NAME, COLUMN_NAME, GRANTEE, PRIVILEGE_TYPE, IS_GRANTABLE"
             " FROM information_schema.COLUMN_PRIVILEGES WHERE TABLE_SCHEMA = :d"
-            " AND TABLE_NAME IN :t AND PRIVILEGE_TYPE IN :p ORDER BY 1, 2, 3, 4"
+            " AND TABLE_NAME IN :t AND PRIVILEGE_TYPE IN :p AND GRANTEE <> :me"
+            " ORDER BY 1, 2, 3, 4"
         ).bindparams(sa.bindparam("t", expanding=True), sa.bindparam("p", expanding=True)),
-        {"d": application, "t": tables, "p": list(_PRIVILEGES)},
+        {"d": application, "t": tables, "p": list(_PRIVILEGES), "me": me},
     ).all()
     statements += [
         _grant(
@@ -298,21 +305,33 @@ def _grants(
     return statements
 
 
+def _escaped(database: str) -> str:
+    """``database`` as a database-level ``GRANT`` must name it: there ``_`` and
+    ``%`` are wildcards (``\\`` escapes), so unescaped, a grant on
+    ``sqla_ids_after_shop`` would reach every database the pattern matches --
+    and a migration user granted ``sqla\\_ids\\_%`` (a DBA's usual pattern)
+    could not grant it at all (1044)."""
+    return re.sub(r"([\\_%])", r"\\\1", database)
+
+
 def _revokes(connection: Connection, database: str) -> list[Statement]:
     """MariaDB keeps a dropped view's (and database's) privileges, which would
-    apply again to a database of that name: revoked before the drop."""
+    apply again to a database of that name: revoked before the drop (as they
+    are held: by the escaped name, or by the name itself from a migration begun
+    before the grants were escaped)."""
     dialect = connection.dialect
     db = _q(dialect, database)
     statements = []
-    for grantee, privilege in connection.execute(
+    for held, grantee, privilege in connection.execute(
         sa.text(
-            "SELECT DISTINCT GRANTEE, PRIVILEGE_TYPE FROM information_schema.SCHEMA_PRIVILEGES"
-            " WHERE TABLE_SCHEMA = :d ORDER BY 1, 2"
-        ),
-        {"d": database},
+            "SELECT DISTINCT TABLE_SCHEMA, GRANTEE, PRIVILEGE_TYPE FROM"
+            " information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA IN :d ORDER BY 1, 2, 3"
+        ).bindparams(sa.bindparam("d", expanding=True)),
+        {"d": sorted({database, _escaped(database)})},
     ).all():
+        on = f"{_q(dialect, str(held))}.*"
         statements.append(
-            Statement(f"REVOKE {privilege} ON {db}.* FROM {_grantee(dialect, grantee)}")
+            Statement(f"REVOKE {privilege} ON {on} FROM {_grantee(dialect, grantee)}")
         )
     # REVOKE ALL on a table takes its column privileges too, not its GRANT OPTION.
     for table, grantee, grantable in connection.execute(

@@ -14,6 +14,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+# (re-exported: the planner asks for privileges with the rest of the catalog)
+from sqla_ids.migration.backends.postgresql.privileges import (
+    missing_privileges as missing_privileges,
+)
 from sqla_ids.migration.core import analysis
 from sqla_ids.migration.core import reflected as _reflected
 from sqla_ids.migration.core.model import (
@@ -27,6 +31,7 @@ from sqla_ids.migration.core.model import (
     Reference,
     Routine,
     View,
+    refuse,
 )
 from sqla_ids.migration.core.reflected import Inspector
 from sqla_ids.migration.core.sql import literal, quote_name
@@ -775,13 +780,18 @@ def find_dependents(
 
 
 def _sequence(connection: Connection, regclass: str) -> dict[str, Any]:
-    """A sequence's schema, name and options, to recreate it exactly."""
-    row = (
+    """A sequence's schema, name and options, to recreate it exactly; refused by
+    name when the role may not read where it stands (``SELECT`` or ``USAGE``):
+    recreated without it, the sequence would start over."""
+    row = dict(
         connection.execute(
             sa.text(
                 "SELECT n.nspname, c.relname, format_type(s.seqtypid, NULL) AS type,"
                 " s.seqstart, s.seqincrement, s.seqmin, s.seqmax, s.seqcache, s.seqcycle,"
-                " pg_sequence_last_value(c.oid) AS last_value"
+                " has_sequence_privilege(c.oid, 'SELECT,USAGE') AS readable,"
+                # (pg_sequence_last_value fails without the privilege: asked only with it)
+                " CASE WHEN has_sequence_privilege(c.oid, 'SELECT,USAGE')"
+                " THEN pg_sequence_last_value(c.oid) END AS last_value"
                 " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
                 " JOIN pg_sequence s ON s.seqrelid = c.oid WHERE c.oid = CAST(:s AS regclass)"
             ),
@@ -790,6 +800,11 @@ def _sequence(connection: Connection, regclass: str) -> dict[str, Any]:
         .mappings()
         .one()
     )
+    if not row.pop("readable"):
+        raise refuse(
+            f"the role may not read the sequence {regclass} (SELECT or USAGE), whose"
+            " position the migration keeps: grant it, or run the migration as its owner"
+        )
     return {
         k: (int(v) if isinstance(v, int) and not isinstance(v, bool) else v) for k, v in row.items()
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -22,6 +23,7 @@ from sqla_ids.migration.core.model import (
     View,
     refuse,
 )
+from sqla_ids.migration.core.options import PkMigrationOptions
 from sqla_ids.migration.core.reflected import Inspector
 
 IDENTIFIER_QUOTE = '"'
@@ -94,6 +96,14 @@ def find_references(
                 )
             )
     return refs
+
+
+def missing_privileges(
+    connection: Connection, tables: Sequence[str], options: PkMigrationOptions
+) -> list[str]:
+    """None to check: SQLite has no privileges (a database file's permissions are
+    the operating system's)."""
+    return []
 
 
 def find_blockers(
