@@ -18,7 +18,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from sqla_ids.errors import MigrationRefusedError
-from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
+from sqla_ids.migration import (
+    PkMigrationOptions,
+    add_uuid7_key,
+    drop_uuid7_key,
+    migrate_pk_to_uuid7,
+    restore_pk_from_uuid7,
+)
 
 PARENT = "pa`rent s"
 CHILD = 'chi"ld'
@@ -260,3 +266,33 @@ def test_mariadb_versions_need_the_version_databases(
         with admin.begin() as conn:  # (the user's own grants go with it: see mariadb_user)
             conn.execute(sa.text("DROP USER IF EXISTS :u@'%'"), {"u": other})
     assert _columns(admin, PARENT) == ["id", "name"]
+
+
+def test_mariadb_adding_a_key_needs_trigger_for_its_server_default(
+    mariadb_user: tuple[Engine, Engine, str],
+) -> None:
+    """``add_uuid7_key`` gives new rows their key with a trigger (the server
+    default): refused by name without ``TRIGGER``, before the column is added;
+    without a server default it needs none, and runs and is dropped again."""
+    admin, engine, user = mariadb_user
+    database = str(admin.url.database)
+    with admin.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE `lo g` (at DATETIME NOT NULL, body TEXT)")
+        conn.exec_driver_sql("INSERT INTO `lo g` VALUES (NOW(), 'a'), (NOW(), 'b')")
+    with engine.connect() as conn, pytest.raises(MigrationRefusedError) as refused:
+        add_uuid7_key(conn, "lo g")
+    assert f"the user lacks TRIGGER on {database}.`lo g`" in str(refused.value)
+    # (its batches' keys go through a temporary table)
+    assert "lacks CREATE TEMPORARY TABLES on the database" in str(refused.value)
+    assert _columns(admin, "lo g") == ["at", "body"]
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"GRANT CREATE TEMPORARY TABLES ON `{database}`.* TO '{user}'@'%%'")
+    engine.dispose()  # (a database grant reaches a session at its next USE)
+    with engine.connect() as conn:
+        add_uuid7_key(conn, "lo g", server_default=False)
+        conn.commit()
+    assert _columns(admin, "lo g") == ["at", "body", "id"]
+    with engine.connect() as conn:
+        drop_uuid7_key(conn, "lo g")
+        conn.commit()
+    assert _columns(admin, "lo g") == ["at", "body"]

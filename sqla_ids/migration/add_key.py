@@ -45,6 +45,7 @@ from sqla_ids.migration.core.added_key import (
     save_record,
 )
 from sqla_ids.migration.core.mapping import uuid_type
+from sqla_ids.migration.core.model import Work
 from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.core.reflected import inspect
 from sqla_ids.migration.core.sql import count
@@ -152,6 +153,8 @@ def _plan(
         unique_key=unique,
     )
     problems += adder.problems(connection, inspector, plan)
+    work = Work(online=opts.online, key_trigger=opts.server_default, mapping=False)
+    problems += backend.reflect.missing_privileges(connection, [table], work)
     if problems:
         raise refuse_add("; ".join(problems), table)
     return plan

@@ -46,6 +46,7 @@ from sqla_ids.migration.core.model import (
     Reference,
     Routine,
     View,
+    Work,
     name_suffix,
     refuse,
 )
@@ -416,7 +417,13 @@ def _collect_blockers(ctx: _Planning) -> None:
     )
     ctx.blockers.extend(
         ctx.backend.reflect.missing_privileges(
-            ctx.connection, [ctx.table, *ctx.affected], ctx.options
+            ctx.connection,
+            [ctx.table, *ctx.affected],
+            Work(
+                online=ctx.options.online,
+                key_trigger=ctx.options.server_default is True,
+                versions=ctx.options.versions,
+            ),
         )
     )
     # Set aside offline, guarded online (the application's updates need them

@@ -41,8 +41,8 @@ from sqla_ids.migration.core.model import (
     Reference,
     Routine,
     View,
+    Work,
 )
-from sqla_ids.migration.core.options import PkMigrationOptions
 from sqla_ids.migration.core.phases import Recorded
 from sqla_ids.migration.core.reflected import Inspector
 from sqla_ids.migration.core.sizing import ServerFacts, Step, TableSize
@@ -321,12 +321,12 @@ class Reflection(Protocol):
         """Objects on the affected columns the migration cannot carry over."""
 
     def missing_privileges(
-        self, connection: Connection, tables: Sequence[str], options: PkMigrationOptions
+        self, connection: Connection, tables: Sequence[str], work: Work
     ) -> list[str]:
-        """The privileges the migration of ``tables`` (the key's table first) with
-        ``options`` needs and the session's user lacks, each a refusal naming it
-        (checked before anything changes: DDL that commits step by step would
-        otherwise stop half-way)."""
+        """The privileges ``work`` on ``tables`` (the key's table first) needs and
+        the session's user lacks, each a refusal naming it (checked before
+        anything changes: DDL that commits step by step would otherwise stop
+        half-way)."""
 
     def find_views(
         self,

@@ -215,6 +215,23 @@ class NewKeyDefault:
         return f"none ({self.reason or 'not asked for'})"
 
 
+@dataclass(frozen=True)
+class Work:
+    """What a migration will do to the database, as far as its privileges go
+    (each backend's ``missing_privileges`` says what that needs)."""
+
+    online: bool
+    """Sync triggers on every table, batches through temporary tables."""
+    key_trigger: bool
+    """A trigger giving the key's table's new rows their key (a server default
+    where a stored function cannot be the column's ``DEFAULT``: MariaDB)."""
+    mapping: bool = True
+    """A mapping table, created and dropped (the key migration; adding a key
+    has none)."""
+    versions: bool | str = False
+    """The ``versions`` option: version schemas or databases to create."""
+
+
 @dataclass
 class PkMigrationPlan:
     """Everything the migration of one primary key will touch, reflected up front."""

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.migration.core.options import PkMigrationOptions
+from sqla_ids.migration.core.model import Work
 from sqla_ids.migration.core.sql import quote_name
 from sqla_ids.migration.core.versions import VERSIONS, prefix_of, version_database
 
@@ -33,8 +33,9 @@ TABLE_PRIVILEGES = ("SELECT", "UPDATE", "ALTER", "INDEX")
 #: What it does in the application's database: creates the mapping and state
 #: tables (``CREATE``) -- which its user then reads and writes, and the sync
 #: triggers too, running as their definer (MariaDB grants a table's creator
-#: nothing on it) -- and drops the mapping at the contract or undo (``DROP``).
-DATABASE_PRIVILEGES = ("CREATE", "DROP", "SELECT", "INSERT", "UPDATE", "DELETE")
+#: nothing on it) -- and drops the mapping at the contract or undo (``DROP``;
+#: adding a key makes no mapping).
+DATABASE_PRIVILEGES = ("CREATE", "SELECT", "INSERT", "UPDATE", "DELETE")
 
 #: What a version database needs (``versions``): created and dropped
 #: (``CREATE``, ``DROP``), filled with views (``CREATE VIEW``, and ``SHOW
@@ -110,12 +111,10 @@ def _others_granted(connection: Connection, grantees: list[str], database: str) 
     )
 
 
-def missing_privileges(
-    connection: Connection, tables: Sequence[str], options: PkMigrationOptions
-) -> list[str]:
-    """Each privilege the migration of ``tables`` (the key's table first, then
-    the referencing ones) with ``options`` needs and the session's user lacks,
-    as a refusal naming it and where it is needed."""
+def missing_privileges(connection: Connection, tables: Sequence[str], work: Work) -> list[str]:
+    """Each privilege ``work`` on ``tables`` (the key's table first, then the
+    referencing ones) needs and the session's user lacks, as a refusal naming
+    it and where it is needed."""
     grantees = _grantees(connection)
     if grantees is None:
         return []
@@ -140,10 +139,10 @@ def missing_privileges(
     )
     # The key's table also gets the trigger that gives new rows their UUID (a
     # stored function is not allowed in DEFAULT), the server default's.
-    keyed = tables[0] if options.server_default is True else None
+    keyed = tables[0] if work.key_trigger else None
     for table in dict.fromkeys(tables):
         needed: tuple[str, ...] = TABLE_PRIVILEGES
-        if options.online or table in triggered or table == keyed:
+        if work.online or table in triggered or table == keyed:
             needed = (*needed, "TRIGGER")
         missing = lacking(needed, _granted(connection, grantees, database, table))
         if missing:
@@ -152,18 +151,21 @@ def missing_privileges(
                 f"the user lacks {', '.join(missing)} on {where}, which the migration needs"
                 f" (GRANT {', '.join(missing)} ON {where} TO ...)"
             )
-    # The online backfill's batches read their rows into a temporary table first.
+    # The online backfill's batches read their rows into a temporary table
+    # first; adding a key numbers its rows in one.
     in_database: tuple[str, ...] = DATABASE_PRIVILEGES
-    if options.online:
+    if work.mapping:
+        in_database = (*in_database, "DROP")
+    if work.online or not work.mapping:
         in_database = (*in_database, "CREATE TEMPORARY TABLES")
     missing = lacking(in_database, _granted(connection, grantees, database, None))
     if missing:
         problems.append(
-            f"the user lacks {', '.join(missing)} on the database {shown}, which the"
-            " migration needs for its mapping and state tables"
+            f"the user lacks {', '.join(missing)} on the database {shown}, where the"
+            " migration keeps its own tables (mapping, state, temporary)"
             f" (GRANT {', '.join(missing)} ON {shown}.* TO ...)"
         )
-    prefix = prefix_of(options.versions) if options.online else None
+    prefix = prefix_of(work.versions) if work.online else None
     if prefix is None:
         return problems
     # The expand carries the application's grants (other users') to the views:

@@ -19,17 +19,15 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.migration.core.options import PkMigrationOptions
+from sqla_ids.migration.core.model import Work
 from sqla_ids.migration.core.sql import quote_name
 from sqla_ids.migration.core.versions import VERSIONS, prefix_of, version_schema
 
 
-def missing_privileges(
-    connection: Connection, tables: Sequence[str], options: PkMigrationOptions
-) -> list[str]:
-    """Each privilege the migration of ``tables`` (the key's table first, then
-    the referencing ones) with ``options`` needs and the session's role lacks,
-    as a refusal naming it and where it is needed."""
+def missing_privileges(connection: Connection, tables: Sequence[str], work: Work) -> list[str]:
+    """Each privilege ``work`` on ``tables`` (the key's table first, then the
+    referencing ones) needs and the session's role lacks, as a refusal naming
+    it and where it is needed."""
     problems: list[str] = []
     rows = connection.execute(
         sa.text(
@@ -53,14 +51,14 @@ def missing_privileges(
             )
         schemas[schema] = creates
     for schema, creates in schemas.items():
-        if not creates:
+        if work.mapping and not creates:
             problems.append(
                 f"the role {_role(connection)} lacks CREATE on the schema"
                 f" {quote_name(connection.dialect, schema)}, where the migration creates its"
                 f" mapping table (GRANT CREATE ON SCHEMA {quote_name(connection.dialect, schema)}"
                 f" TO {_role(connection)})"
             )
-    prefix = prefix_of(options.versions) if options.online else None
+    prefix = prefix_of(work.versions) if work.online else None
     if prefix is not None:
         problems += _version_problems(connection, prefix)
     return problems

@@ -21,9 +21,9 @@ from sqla_ids.migration.core.model import (
     Reference,
     Routine,
     View,
+    Work,
     refuse,
 )
-from sqla_ids.migration.core.options import PkMigrationOptions
 from sqla_ids.migration.core.reflected import Inspector
 
 IDENTIFIER_QUOTE = '"'
@@ -98,9 +98,7 @@ def find_references(
     return refs
 
 
-def missing_privileges(
-    connection: Connection, tables: Sequence[str], options: PkMigrationOptions
-) -> list[str]:
+def missing_privileges(connection: Connection, tables: Sequence[str], work: Work) -> list[str]:
     """None to check: SQLite has no privileges (a database file's permissions are
     the operating system's)."""
     return []
