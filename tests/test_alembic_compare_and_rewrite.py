@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy.engine import Engine
+from requirements import DATABASES
+from sqlalchemy.engine import URL, Engine
 
 import sqla_ids.alembic
 from sqla_ids import UUIDv7
@@ -56,33 +58,50 @@ def _schema(
     )
 
 
-@pytest.fixture
-def migrated(engine: Engine) -> tuple[str, sa.MetaData]:
-    """Tables whose ``orders``/``customers`` keys were migrated; the matching models."""
+@pytest.fixture(scope="module", params=DATABASES)
+def migrated_tables(request: pytest.FixtureRequest) -> Iterator[tuple[Engine, str]]:
+    """An engine (once per database) and the prefix of tables whose
+    ``orders``/``customers`` keys were migrated: made once for the three
+    comparisons below, which only read them (each test's ``alembic_version``
+    is its own and dropped)."""
+    url: URL = request.getfixturevalue(f"{request.param}_url")
+    engine = sa.create_engine(url)
     p = f"c{secrets.token_hex(2)}_"
     database = sa.MetaData()
     _schema(database, p, sa.Integer(), sa.Integer())
     database.create_all(engine)
-    with engine.begin() as conn:
-        conn.execute(database.tables[f"{p}orders"].insert(), [{"id": 1}, {"id": 2}])
-        conn.execute(database.tables[f"{p}items"].insert(), [{"id": 1, "order_id": 2}])
-    with engine.connect() as conn:
-        for table in (f"{p}orders", f"{p}customers"):
-            migrate_pk_to_uuid7(conn, table)
-            conn.commit()
+    try:
+        with engine.begin() as conn:
+            conn.execute(database.tables[f"{p}orders"].insert(), [{"id": 1}, {"id": 2}])
+            conn.execute(database.tables[f"{p}items"].insert(), [{"id": 1, "order_id": 2}])
+        with engine.connect() as conn:
+            for table in (f"{p}orders", f"{p}customers"):
+                migrate_pk_to_uuid7(conn, table)
+                conn.commit()
+        yield engine, p
+        with engine.connect() as conn:
+            for table in (f"{p}customers", f"{p}orders"):
+                restore_pk_from_uuid7(conn, table)
+                conn.commit()
+        database.drop_all(engine)
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def migrated(migrated_tables: tuple[Engine, str]) -> tuple[str, sa.MetaData]:
+    """The migrated tables' prefix and models matching them, new for each test
+    (a test may add a table to its models)."""
+    p = migrated_tables[1]
     model = sa.MetaData()
     _schema(model, p, UUIDv7(), UUIDv7())
-    yield p, model
-    with engine.connect() as conn:
-        for table in (f"{p}customers", f"{p}orders"):
-            restore_pk_from_uuid7(conn, table)
-            conn.commit()
-    database.drop_all(engine)
+    return p, model
 
 
 def test_compare_metadata_without_include_object(
-    engine: Engine, migrated: tuple[str, sa.MetaData]
+    migrated_tables: tuple[Engine, str], migrated: tuple[str, sa.MetaData]
 ) -> None:
+    engine, _ = migrated_tables
     _, model = migrated
     with engine.connect() as conn:
         diffs = compare_metadata(MigrationContext.configure(conn), model)
@@ -91,16 +110,18 @@ def test_compare_metadata_without_include_object(
 
 
 def test_alembic_check_without_include_object(
-    engine: Engine, migrated: tuple[str, sa.MetaData], tmp_path: Path
+    migrated_tables: tuple[Engine, str], migrated: tuple[str, sa.MetaData], tmp_path: Path
 ) -> None:
+    engine, _ = migrated_tables
     p, model = migrated
     with engine.connect() as conn:
         command.check(project(tmp_path, conn, model, include_name=_only(p)))
 
 
 def test_pytest_alembic_model_check(
-    engine: Engine, migrated: tuple[str, sa.MetaData], tmp_path: Path
+    migrated_tables: tuple[Engine, str], migrated: tuple[str, sa.MetaData], tmp_path: Path
 ) -> None:
+    engine, _ = migrated_tables
     from pytest_alembic import Config as PytestAlembicConfig
     from pytest_alembic import runner
     from pytest_alembic.tests import test_model_definitions_match_ddl

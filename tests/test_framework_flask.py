@@ -15,14 +15,12 @@ import logging.config
 from collections.abc import Iterator
 from pathlib import Path
 
-import flask_migrate
 import pytest
 import sqlalchemy as sa
 
 from sqla_ids import OrderNumberCodec
 from sqla_ids.order_numbers import default_keyring, register_key
 from tests.conftest import DIALECTS, _base_url, _mariadb_scratch, _postgresql_scratch
-from tests.projects.flask_shop import create_app, db
 
 
 @pytest.fixture
@@ -49,6 +47,12 @@ def _quiet(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.mark.parametrize("url", DIALECTS, indirect=True)
 def test_flask_migrate_project(url: str, tmp_path: Path) -> None:
+    # Imported here, not at the top: Flask and Flask-Migrate (a third of a second)
+    # would be imported by every pytest-xdist worker's collection.
+    import flask_migrate
+
+    from tests.projects.flask_shop import create_app, db
+
     app = create_app(url)
     directory = str(tmp_path / "migrations")
     versions = tmp_path / "migrations" / "versions"

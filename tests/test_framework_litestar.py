@@ -12,9 +12,9 @@ from __future__ import annotations
 import secrets
 import shutil
 import uuid
+from importlib.util import find_spec
 from pathlib import Path
 
-import advanced_alchemy
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -25,8 +25,13 @@ import sqla_ids.alembic
 from sqla_ids import UUIDv7, uuid7_pk
 from tests.alembic_project import project, revision_text
 
+# Found, not imported: advanced-alchemy's import (half a second) would be paid by
+# every pytest-xdist worker's collection, and the test needs only this file.
+_ADVANCED_ALCHEMY = find_spec("advanced_alchemy")
+if _ADVANCED_ALCHEMY is None or _ADVANCED_ALCHEMY.origin is None:
+    raise ImportError("advanced-alchemy is not installed (the framework extras)")
 TEMPLATE = (
-    Path(advanced_alchemy.__file__).parent / "alembic" / "templates" / "sync" / "script.py.mako"
+    Path(_ADVANCED_ALCHEMY.origin).parent / "alembic" / "templates" / "sync" / "script.py.mako"
 )
 
 

@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, SQLModel, select
 
 import sqla_ids.alembic
 from sqla_ids import OrderNumberCodec, install_uuid7_function, register_uuid7_function, uuid7_pk
 from sqla_ids.order_numbers import default_keyring, register_key
 from tests.alembic_project import project, revision_text
-from tests.projects.sqlmodel_shop import Event, Order, create_app
+
+# SQLModel, FastAPI and the shop (a third of a second of imports) are imported
+# in the tests, not here: every pytest-xdist worker's collection would pay them.
 
 
 @pytest.fixture(autouse=True)
@@ -37,6 +37,8 @@ def _key() -> Iterator[None]:
 
 def test_uuid7_pk_is_not_a_sqlmodel_field() -> None:
     """SQLModel takes a ``mapped_column`` for a default value: no primary key."""
+    from sqlmodel import SQLModel
+
     with pytest.raises(sa.exc.ArgumentError, match="could not assemble any primary key"):
 
         class Broken(SQLModel, table=True):
@@ -48,6 +50,7 @@ def test_uuid7_pk_is_not_a_sqlmodel_field() -> None:
 
 def test_fields_keep_uuid7_storage() -> None:
     from sqla_ids import UUIDv7, UUIDv7ServerDefault
+    from tests.projects.sqlmodel_shop import Event, Order
 
     assert isinstance(Order.__table__.c.id.type, UUIDv7)
     assert isinstance(Order.__table__.c.id.server_default, UUIDv7ServerDefault)
@@ -57,6 +60,11 @@ def test_fields_keep_uuid7_storage() -> None:
 
 
 def test_sqlmodel_fastapi_alembic(private_engine: Engine, tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+    from sqlmodel import Session, SQLModel, select
+
+    from tests.projects.sqlmodel_shop import Event, create_app
+
     engine = private_engine
     register_uuid7_function(engine)
     with engine.begin() as conn:

@@ -72,8 +72,10 @@ def mdb(mariadb_private_engine: Engine) -> Engine:
     ],
 )
 def test_what_it_cannot_do_is_refused_before_anything_changes(
-    mdb: Engine, create: str, table: str, reason: str
+    mariadb_private_engine: Engine, create: str, table: str, reason: str
 ) -> None:
+    # The refused table alone (no shop beside it: the refusal reads this table only).
+    mdb = mariadb_private_engine
     quoted = "`" + table.replace("`", "``") + "`"
     with mdb.begin() as conn:
         conn.exec_driver_sql(create)
@@ -155,12 +157,27 @@ def test_a_spatial_index_where_the_online_mode_rebuilds_is_refused(
 
 
 def test_a_small_buffer_pool_is_warned_about_before_the_backfill(
-    mdb: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    mariadb_private_engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The warning names the server's pool and the tables' size (read from the
     server); the test's tables are tiny, so the share asked for is raised."""
     from sqla_ids.migration.backends.mysql import online as mariadb_online
 
+    # A shop of three rows (not the application's thousands: the warning comes
+    # before the backfill and reads the tables' sizes, never their rows).
+    mdb = mariadb_private_engine
+    with mdb.begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE {SHOPS_SQL} (id BIGINT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(40))"
+        )
+        conn.exec_driver_sql(
+            "CREATE TABLE item (id BIGINT AUTO_INCREMENT PRIMARY KEY, shop_id BIGINT NOT NULL,"
+            f" CONSTRAINT item_shop FOREIGN KEY (shop_id) REFERENCES {SHOPS_SQL} (id))"
+        )
+        conn.exec_driver_sql(f"INSERT INTO {SHOPS_SQL} (name) VALUES ('a'), ('b'), ('c')")
+        conn.exec_driver_sql("INSERT INTO item (shop_id) VALUES (1), (1), (3)")
     real = mariadb_online.pool_advice
     monkeypatch.setattr(
         mariadb_online, "pool_advice", lambda pool, tables: real(pool, tables, share=1e6)
