@@ -364,7 +364,7 @@ def _writer(
     latencies: list[float] = []
     slow: list[tuple[float, float, str]] = []  # (wall-clock start, seconds, who)
     failures: list[str] = []
-    failed_at: list[tuple[float, float]] = []  # (wall-clock start, 0) of each failure
+    failed_at: list[tuple[float, float]] = []  # (wall-clock start, seconds) of each failure
     child_parent: dict[str, str] = {}
     gone = set(deleted)  # the same application: it knows what it deleted before
     made: list[str] = []  # own: the parents it made and has not deleted
@@ -432,8 +432,10 @@ def _writer(
                         )
             except sa.exc.DBAPIError as error:
                 failures.append(f"{n}: {str(error.orig).splitlines()[0]}")
-                # When (wall clock): the report names the migration step it met.
-                failed_at.append((time.time() - (time.perf_counter() - started), 0.0))
+                # When (wall clock) and how long: the report names the migration
+                # step it met.
+                took = time.perf_counter() - started
+                failed_at.append((time.time() - took, took))
             latencies.append(time.perf_counter() - started)
             ready.set()
             if latencies[-1] > SLOW:

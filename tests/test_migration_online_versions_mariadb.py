@@ -705,21 +705,17 @@ def _check_versions_swapped(engine: Engine, prefix: str) -> None:
 
 
 @pytest.mark.slow
-def test_the_swap_with_versions_killed_after_each_statement_then_run_again(
-    shop: tuple[Engine, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The swap stopped after each of its statements (each commits on its own on
-    MariaDB) and run again: both versions' views are right after it, whatever
-    the queued replacements managed at the stop; then undone, nothing left."""
+def _killable(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """The online runner's statements counted (``n``, its own), and stopped
+    before the one numbered ``stop`` (once: ``stop`` then goes back to -1)."""
     from sqla_ids.migration import online as online_module
 
-    engine, prefix = shop
     original_execute = online_module.execute
     seen = {"n": 0, "stop": -1}
 
     def execute(connection: Any, statements: Any) -> None:
         for statement in statements:
-            # Stopped between the swap's own statements: a process killed there
+            # Stopped between the step's own statements: a process killed there
             # loses its connection, which unlocks the tables; stopped here the
             # runner unlocks them (stopped inside the lock's own statements, a
             # pooled connection would keep LOCK TABLES: not a real stop).
@@ -731,6 +727,17 @@ def test_the_swap_with_versions_killed_after_each_statement_then_run_again(
             seen["n"] += own
 
     monkeypatch.setattr(online_module, "execute", execute)
+    return seen
+
+
+def test_the_swap_with_versions_killed_after_each_statement_then_run_again(
+    shop: tuple[Engine, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The swap stopped after each of its statements (each commits on its own on
+    MariaDB) and run again: both versions' views are right after it, whatever
+    the queued replacements managed at the stop; then undone, nothing left."""
+    engine, prefix = shop
+    seen = _killable(monkeypatch)
     _migrate(engine, "prepare", prefix)
     seen["n"] = 0
     _migrate(engine, "swap", prefix)
@@ -750,3 +757,44 @@ def test_the_swap_with_versions_killed_after_each_statement_then_run_again(
     with engine.connect() as conn:
         restore_pk_from_uuid7(conn, PARENT)
     assert _version_databases(engine, prefix) == set()
+
+
+def _tables_as_they_are(engine: Engine) -> tuple[list[Any], ...]:
+    """The tables' definitions and every item under its shop (by names)."""
+    with engine.connect() as conn:
+        return (
+            [conn.exec_driver_sql(f"SHOW CREATE TABLE {_q(t)}").one()[1] for t in (PARENT, CHILD)],
+            conn.exec_driver_sql(
+                f"SELECT c.label, p.name FROM {_q(CHILD)} c JOIN {_q(PARENT)} p"
+                f" ON p.{_q(KEY)} = c.{_q(REF)} ORDER BY c.label"
+            ).all(),
+        )
+
+
+@pytest.mark.slow
+def test_the_undo_with_versions_killed_after_each_statement_then_run_again(
+    shop: tuple[Engine, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The online undo after the swap stopped after each of its statements (each
+    commits on its own on MariaDB) and run again: the tables back as they were,
+    every item under its shop, both version databases gone (their grants too)."""
+    engine, prefix = shop
+    before = _tables_as_they_are(engine)
+    seen = _killable(monkeypatch)
+    _migrate(engine, "prepare", prefix)
+    _migrate(engine, "swap", prefix)
+    seen["n"] = 0
+    with engine.connect() as conn:
+        restore_pk_from_uuid7(conn, PARENT)
+    total = seen["n"]
+    assert total > 5 and _tables_as_they_are(engine) == before
+    for stop in range(total):
+        _migrate(engine, "prepare", prefix)
+        _migrate(engine, "swap", prefix)
+        seen.update(n=0, stop=stop)
+        with pytest.raises(_Killed), engine.connect() as conn:
+            restore_pk_from_uuid7(conn, PARENT)
+        with engine.connect() as conn:
+            restore_pk_from_uuid7(conn, PARENT)
+        assert _version_databases(engine, prefix) == set(), stop
+        assert _tables_as_they_are(engine) == before, stop

@@ -40,9 +40,24 @@ def test_a_writer_stopped_at_once_still_writes_what_the_checks_need(
 
 def test_the_benchmark_summary_takes_a_run_without_samples() -> None:
     summary = runpy.run_path(str(BENCHMARK))["_summary"]
-    empty = {"latencies": [], "slow": [], "failures": [], "steps": [], "logs": {"wal_bytes": 7}}
+    empty = {
+        "latencies": [],
+        "slow": [],
+        "failures": [],
+        "failed_at": [],
+        "steps": [],
+        "logs": {"wal_bytes": 7},
+    }
     result = summary(1.0, empty, {"latencies": [], "slow": [], "failures": []}, "OK")
     assert result["statements"] == 0 and result["wal_bytes"] == 7
     assert math.isnan(result["max_ms"]) and math.isnan(result["p99_ms"])
     one = summary(1.0, {**empty, "latencies": [0.5]}, {**empty, "latencies": []}, "OK")
     assert one["max_ms"] == 500.0 and math.isnan(one["p99_ms"])
+    # A failed statement is named with the migration step it met.
+    failed = {
+        **empty,
+        "failures": ["7: deadlock"],
+        "failed_at": [(100.0, 0.2)],
+        "steps": [(99.5, 100.5, "indexes of child_a")],
+    }
+    assert summary(1.0, failed, {**empty}, "OK")["failed"] == ["7: deadlock [indexes of child_a]"]
