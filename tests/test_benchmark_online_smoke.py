@@ -39,13 +39,20 @@ def test_online_benchmark_quick(server: str, request: pytest.FixtureRequest) -> 
 
 
 @pytest.mark.slow
-def test_online_benchmark_quick_with_two_application_versions(postgresql_url: URL) -> None:
-    """``--versions``: the old code on *before* throughout, the new code on *after*
-    from the prepare's end; both write, none fails, every child of either checked."""
-    lines = _run(postgresql_url, "--online-only", "--versions")
-    statements = next(line for line in lines if line.startswith("application statements"))
-    assert "by the new code" in statements, statements
-    checked = next(line for line in lines if line.startswith("relationships after it"))
-    assert checked.count("OK (") == 2, checked
-    failed = next(line for line in lines if line.startswith("failed statements"))
-    assert failed.split()[2:] == ["0", "0"], failed
+@pytest.mark.parametrize("server", requires.online.databases())
+def test_online_benchmark_quick_with_two_application_versions(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    """``--versions``: the online migration without versions and, interleaved, with
+    them -- the old code on *before* (MariaDB: the application's database), the
+    new code on *after* from the prepare's end; both write, none fails, every
+    child of either checked; and the table comparing the two."""
+    lines = _run(request.getfixturevalue(f"{server}_url"), "--online-only", "--versions")
+    statements = [line for line in lines if line.startswith("application statements")]
+    assert len(statements) == 2 and "by the new code" in statements[1], statements
+    checked = [line for line in lines if line.startswith("relationships after it")]
+    assert [line.count("OK (") for line in checked] == [2, 2], checked
+    failed = [line.split()[2:] for line in lines if line.startswith("failed statements")]
+    assert failed == [["0", "0"], ["0", "0"]], failed
+    assert "Serving two versions against the online migration without them (same run)" in lines
+    assert any(line.startswith("migration: longest statement") for line in lines)

@@ -10,7 +10,11 @@ statement succeeded *and* every row points where it was written to point.
 
 Before the swap the application uses the old keys; from the swap on, the new
 ones (docs/migration.md: code that sends or computes with an old-type key is
-switched at the swap). The schema (:func:`create_schema`) has a
+switched at the swap). In a rolling deploy (:class:`Deployment`,
+:attr:`Matrix.deployments`) each application version keeps its keys all along
+-- the old code through *before*, the new code through *after* -- and sends the
+same patterns, interleaved with the other's; each then reads every row back in
+its own version. The schema (:func:`create_schema`) has a
 self-reference, a ``NOT NULL`` child with ``ON DELETE CASCADE`` and ``ON UPDATE
 CASCADE`` (``DEFERRABLE`` on PostgreSQL), a nullable ``SET NULL`` child, a child
 that gets truncated, and application triggers that must never see the
@@ -164,15 +168,24 @@ class Expected:
 
 @dataclass
 class Context:
-    """What a pattern gets: the engine, where the migration stands, a fresh tag."""
+    """What a pattern gets: the application's engine, whether the application
+    uses the UUID keys, a fresh tag."""
 
     engine: Engine
     swapped: bool
+    """The application uses the UUID keys (new code); otherwise the old ones.
+    On the base tables: whether the migration has swapped them."""
     tag: str
     expected: Expected
     uuid192: bool = False
     """The keys become UUID192 values: from the swap on the application makes
     them (``UUID192Type`` has no server default), so every new shop names its key."""
+    home: str | None = None
+    """The application's own schema (PostgreSQL) or database (MariaDB) when it is
+    deployed with versions: its names may resolve to a version's views, so
+    the statements no view takes (docs/migration.md, "Rolling deploys") are
+    sent as the docs say: ``TRUNCATE`` names the base table, PostgreSQL's
+    ``COPY`` loads a temporary table first."""
 
     @property
     def pg(self) -> bool:
@@ -184,9 +197,9 @@ class Context:
         if self.swapped:
             return UUID192(uuid7(), 3).bytes if self.uuid192 else str(uuid7())
         if self.pg:
-            return conn.exec_driver_sql(
-                "SELECT nextval(pg_get_serial_sequence('shop', 'id'))"
-            ).scalar_one()
+            # The sequence by its name: pg_get_serial_sequence() reads the
+            # column's owner, which a version's view has not.
+            return conn.exec_driver_sql("SELECT nextval('shop_id_seq')").scalar_one()
         top = conn.exec_driver_sql("SELECT COALESCE(MAX(id), 0) FROM shop").scalar_one()
         return int(top) + 1000
 
@@ -196,6 +209,15 @@ class Context:
         if self.uuid192 and self.swapped:
             return "id, ", ":k, ", {"k": self.explicit_key(conn)}
         return "", "", {}
+
+    def base(self, conn: Connection, table: str) -> str:
+        """``table`` as a statement names it: qualified with :attr:`home` (the base
+        table, whichever version the application is on) when deployed with
+        versions."""
+        if self.home is None:
+            return table
+        quote = conn.dialect.identifier_preparer.quote
+        return f"{quote(self.home)}.{quote(table)}"
 
     def shop(self, conn: Connection, name: str) -> Any:
         """A new shop's key, inserted the way ORM code does (RETURNING /
@@ -267,12 +289,22 @@ def p_child_before_parent(conn: Connection, ctx: Context) -> None:
 
 
 def p_self_reference_in_one_statement(conn: Connection, ctx: Context) -> None:
+    """A row referring to itself. On MariaDB, the new code deployed with versions
+    sets the reference in a second statement: the old version could not read
+    it otherwise (docs/migration.md, "Rolling deploys": the AUTO_INCREMENT old
+    key is not known to a BEFORE trigger, and no trigger writes its own table)."""
     key = ctx.explicit_key(conn)
-    conn.execute(
-        sa.text("INSERT INTO shop (id, name, parent_id) VALUES (:k, :n, :k)"),
-        {"k": key, "n": f"self-{ctx.tag}"},
-    )
-    ctx.expected.parents[f"self-{ctx.tag}"] = f"self-{ctx.tag}"
+    name = f"self-{ctx.tag}"
+    if ctx.pg or ctx.home is None or not ctx.swapped:
+        conn.execute(
+            sa.text("INSERT INTO shop (id, name, parent_id) VALUES (:k, :n, :k)"),
+            {"k": key, "n": name},
+        )
+    else:
+        conn.execute(sa.text("INSERT INTO shop (id, name) VALUES (:k, :n)"), {"k": key, "n": name})
+        conn.execute(sa.text("UPDATE shop SET parent_id = id WHERE name = :n"), {"n": name})
+        ctx.expected.updates += 1
+    ctx.expected.parents[name] = name
 
 
 def p_sub_shop(conn: Connection, ctx: Context) -> None:
@@ -369,10 +401,24 @@ def p_bulk_load(conn: Connection, ctx: Context) -> None:
     binary = isinstance(eleven, bytes | memoryview)  # UUID192 keys
     rows = [(str(eleven), f"bulk-{ctx.tag}-{n}") for n in range(3)]
     if ctx.pg:
+        # PostgreSQL copies into no view ("cannot copy to view"): deployed with
+        # versions, the application copies into a temporary table shaped like
+        # its version's item, then inserts from it.
+        target = "item"
+        if ctx.home is not None:
+            target = "item_load"
+            conn.exec_driver_sql(
+                f"CREATE TEMPORARY TABLE {target} ON COMMIT DROP AS"
+                " SELECT shop_id, label FROM item WITH NO DATA"
+            )
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        with cursor.copy("COPY item (shop_id, label) FROM STDIN") as copy:
+        with cursor.copy(f"COPY {target} (shop_id, label) FROM STDIN") as copy:
             for _, label in rows:
                 copy.write_row((bytes(eleven) if binary else str(eleven), label))
+        if target != "item":
+            conn.exec_driver_sql(
+                f"INSERT INTO item (shop_id, label) SELECT shop_id, label FROM {target}"
+            )
     else:
         with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False, newline="") as f:
             key = bytes(eleven).hex() if binary else str(eleven)
@@ -467,7 +513,9 @@ def p_truncate(conn: Connection, ctx: Context) -> None:
         sa.text("INSERT INTO note (shop_id, text) VALUES (:s, 'before')"),
         {"s": key_of(conn, "seed17")},
     )
-    conn.exec_driver_sql("TRUNCATE TABLE note")  # MariaDB: commits the insert
+    # MariaDB: commits the insert. Deployed with versions, the base table: no
+    # view can be truncated (docs/migration.md, "Rolling deploys").
+    conn.exec_driver_sql(f"TRUNCATE TABLE {ctx.base(conn, 'note')}")
     ctx.expected.notes.clear()
     conn.execute(
         sa.text("INSERT INTO note (shop_id, text) VALUES (:s, :t)"),
@@ -539,11 +587,27 @@ def run_all(
     failures: dict[str, str] = {}
     for name, pattern in patterns(engine).items():
         ctx = Context(engine, swapped, f"{next(_tags)}", expected, uuid192)
-        try:
-            with engine.begin() as conn:
-                pattern(conn, ctx)
-        except sa.exc.DBAPIError as error:
-            failures[f"{where}: {name}"] = str(error.orig).splitlines()[0]
+        _attempt(pattern, ctx, f"{where}: {name}", failures)
+    return failures
+
+
+def _attempt(pattern: Pattern, ctx: Context, label: str, failures: dict[str, str]) -> None:
+    try:
+        with ctx.engine.begin() as conn:
+            pattern(conn, ctx)
+    except sa.exc.DBAPIError as error:
+        failures[label] = str(error.orig).splitlines()[0]
+
+
+def run_interleaved(apps: list[tuple[str, Context]], where: str) -> dict[str, str]:
+    """Every pattern once per application (``(name, context)``; each context's
+    tag is replaced), one application's after the other's, pattern by pattern;
+    the failures by place, application and pattern."""
+    failures: dict[str, str] = {}
+    for name, pattern in patterns(apps[0][1].engine).items() if apps else ():
+        for app, ctx in apps:
+            ctx.tag = f"{app}{next(_tags)}"
+            _attempt(pattern, ctx, f"{where}: {app}: {name}", failures)
     return failures
 
 
@@ -610,6 +674,29 @@ def seeded() -> Expected:
     return expected
 
 
+def where_of(engine: Engine) -> str:
+    """Which version an application's engine is on: its ``search_path``
+    (PostgreSQL) or its database (MariaDB), as its connections see it."""
+    with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            return str(conn.exec_driver_sql("SHOW search_path").scalar_one())
+        return str(conn.exec_driver_sql("SELECT DATABASE()").scalar_one())
+
+
+@dataclass
+class Deployment:
+    """One application version of a rolling deploy (docs/migration.md, "Rolling
+    deploys"): whether it uses the UUID keys, and the engine it serves through
+    as the migration stands (:func:`~sqla_ids.migration.migration_phase`'s
+    answer; ``None``: not serving then)."""
+
+    name: str
+    uses_uuid: bool
+    serving: Callable[[str | None], Engine | None]
+    home: str
+    """The application's own schema (PostgreSQL) or database (MariaDB)."""
+
+
 @dataclass
 class Matrix:
     """Every pattern run again and again against one shop while it is migrated:
@@ -623,8 +710,41 @@ class Matrix:
     pauses: int = 0
     """Backfill pauses seen (:meth:`around_every_phase`)."""
 
+    deployments: list[Deployment] = field(default_factory=list)
+    """Application versions of a rolling deploy, each on its version of the tables
+    (none: one application on the base tables, using the keys of the moment)."""
+    served: list[tuple[str, str, str]] = field(default_factory=list)
+    """With :attr:`deployments`: ``(where, phase, application)`` of every run, the
+    engine's database and search path appended (``where ... on <url>``)."""
+
     def run(self, where: str) -> None:
-        """Every pattern once, as the migration stands now."""
+        """Every pattern once, as the migration stands now (with
+        :attr:`deployments`: once by each application version serving now,
+        interleaved)."""
+        if self.deployments:
+            from sqla_ids.migration import migration_phase
+
+            with self.engine.connect() as conn:
+                phase = migration_phase(conn, "shop")
+            apps = []
+            for deployment in self.deployments:
+                engine = deployment.serving(phase)
+                if engine is not None:
+                    ctx = Context(
+                        engine, deployment.uses_uuid, "", self.expected, home=deployment.home
+                    )
+                    apps.append((deployment.name, ctx))
+                    self.served.append(
+                        (where, str(phase), f"{deployment.name} on {where_of(engine)}")
+                    )
+            self.failures.update(run_interleaved(apps, f"{where} [{phase}]"))
+            # Each application reads every row where either wrote it to point,
+            # in its own version (its keys, its references).
+            for app, ctx in apps:
+                problems = check(ctx.engine, self.expected)
+                if problems:
+                    self.failures[f"{where} [{phase}]: {app}: read back"] = "; ".join(problems)
+            return
         with self.engine.connect() as conn:
             swapped = has_column(conn, "shop", "id_old")
         self.failures.update(run_all(self.engine, swapped, self.expected, where, self.uuid192))

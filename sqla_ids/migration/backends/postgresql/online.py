@@ -482,6 +482,21 @@ def sync_trigger_statements(
             "  END IF;",
         ]
         mapped_after: list[str] = []
+    elif plan.options.versions:
+        # Serving versions, the old code writes old keys after the swap too:
+        # its child written before its parent (a data-modifying CTE, a row
+        # referencing itself, a deferred foreign key) needs the parent's pair
+        # in the mapping when the child is written -- so it is mapped here,
+        # before the row is, first come first served as before the swap.
+        inserted = [
+            f"  IF NEW.{ok} IS NOT NULL THEN",
+            f"    INSERT INTO {m} AS x (old_key, new_key)"
+            f" VALUES (NEW.{ok}, COALESCE(NEW.{nk}, {made}))",
+            "      ON CONFLICT (old_key) DO UPDATE SET new_key = x.new_key",
+            f"      RETURNING x.new_key INTO NEW.{nk};",
+            "  END IF;",
+        ]
+        mapped_after = []
     else:
         # UUID192 keys have no column default (their segment is the row's):
         # a row inserted without one until the contract -- by the old code --
@@ -497,6 +512,19 @@ def sync_trigger_statements(
             f"    INSERT INTO {m} (old_key, new_key) VALUES (NEW.{ok}, NEW.{nk})",
             "      ON CONFLICT (old_key) DO UPDATE SET new_key = EXCLUDED.new_key;",
             "  END IF;",
+        ]
+    if plan.options.versions:
+        # A child written first through the other version -- knowing only
+        # this row's key of that version -- chose the pair in the mapping by
+        # that key (see _chosen_in_mapping): the row takes the old key chosen
+        # for its new one. The other side's key came from its default then,
+        # never in the mapping.
+        inserted = [
+            f"  IF NEW.{nk} IS NOT NULL THEN",
+            f"    NEW.{ok} := COALESCE((SELECT old_key FROM {m} WHERE new_key = NEW.{nk}),"
+            f" NEW.{ok});",
+            "  END IF;",
+            *inserted,
         ]
     parent = [
         "IF TG_WHEN = 'BEFORE' AND TG_OP = 'INSERT' THEN",
@@ -562,7 +590,16 @@ def sync_trigger_statements(
             follows = [
                 f"  ELSIF TG_OP = 'INSERT' OR NEW.{t} IS DISTINCT FROM OLD.{t} THEN",
                 f"    NEW.{s} := (SELECT {look} FROM {m} WHERE {give} = NEW.{t});",
+                *_chosen_in_mapping(dialect, plan, old_key, new_key, f"NEW.{t}", f"NEW.{s}", give),
             ]
+            if not forward:
+                # After the swap the new code's UUID leads: its child written
+                # before its parent chooses the parent's old key (which
+                # *before* then reads), as the old code's chooses the UUID
+                # before the swap (above).
+                chosen = _chosen_in_mapping(
+                    dialect, plan, old_key, new_key, f"NEW.{s}", f"NEW.{t}", look
+                )
         by_table.setdefault(ref.table, []).extend(
             [
                 "IF TG_WHEN = 'BEFORE' AND TG_OP IN ('INSERT', 'UPDATE') THEN",
@@ -625,6 +662,54 @@ def sync_trigger_statements(
     return statements
 
 
+def _chosen_in_mapping(
+    dialect: Dialect,
+    plan: PkMigrationPlan,
+    old_key: str,
+    new_key: str,
+    known: str,
+    unknown: str,
+    side: str,
+) -> list[str]:
+    """PL/pgSQL, serving versions: a child's reference ``known`` (PL/pgSQL) names,
+    by the ``side`` (``"old_key"``/``"new_key"``) of the mapping its version
+    knows, a parent nowhere to be seen -- written later in the transaction
+    under a deferred foreign key, later in the same statement, or by a replica
+    session -- so the other side's key is chosen here, in the mapping, into
+    ``unknown``; the parent takes the pair when it comes (first come first
+    served). A new UUID is made; a new old key comes from the old key's
+    sequence or identity, as the parent's own default would have made it
+    (without one, a parent inserted through *after* has no old key either:
+    docs/migration.md, "Rolling deploys"). ``old_key``/``new_key``: the
+    parent's columns now."""
+    m, p = _q(dialect, plan.mapping_table), _q(dialect, plan.table)
+    parent_column = old_key if side == "old_key" else new_key
+    missing = (
+        f"{unknown} IS NULL AND {known} IS NOT NULL"
+        f" AND NOT EXISTS (SELECT 1 FROM {p} WHERE {_q(dialect, parent_column)} = {known})"
+    )
+    if side == "old_key":
+        made = keys.stored_key_sql(plan, "sqla_ids_uuid7()", None)
+        return [
+            f"    IF {missing} THEN",
+            f"      INSERT INTO {m} AS x (old_key, new_key) VALUES ({known}, {made})",
+            "        ON CONFLICT (old_key) DO UPDATE SET new_key = x.new_key",
+            f"        RETURNING x.new_key INTO {unknown};",
+            "    END IF;",
+        ]
+    # The sequence by the table's and the column's names, read when needed:
+    # the function outlives renames of neither, and the column's default
+    # expression may name the sequence unqualified.
+    sequence = f"pg_get_serial_sequence({literal_for(dialect, p)}, {literal_for(dialect, old_key)})"
+    return [
+        f"    IF {missing} AND {sequence} IS NOT NULL THEN",
+        f"      INSERT INTO {m} AS x (old_key, new_key) VALUES (nextval({sequence}), {known})",
+        "        ON CONFLICT (new_key) DO UPDATE SET old_key = x.old_key",
+        f"        RETURNING x.old_key INTO {unknown};",
+        "    END IF;",
+    ]
+
+
 def _old_references_follow(
     dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog, ok: str
 ) -> list[str]:
@@ -640,6 +725,16 @@ def _old_references_follow(
     for n, ref in references(plan):
         c, old = _q(dialect, ref.table), _q(dialect, child_old(plan, n, ref))
         rule = catalog.update_rules.get((ref.table, ref.constraint or ""), "NO ACTION")
+        # Not once the undo has put a foreign key back on the old values (on the
+        # table, or on each partition): it does the rule itself -- after the
+        # parent's row changed, where this BEFORE trigger's rewrite of the
+        # children would point them at a key no row has yet.
+        lines.append(
+            "    IF NOT EXISTS (SELECT 1 FROM pg_constraint k JOIN pg_attribute a"
+            " ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1] WHERE k.contype = 'f'"
+            f" AND k.confrelid = {literal_for(dialect, _q(dialect, plan.table))}::regclass"
+            f" AND a.attname = {literal_for(dialect, child_old(plan, n, ref))}) THEN"
+        )
         if rule == "CASCADE":
             lines.append(f"    UPDATE {c} SET {old} = NEW.{ok} WHERE {old} = OLD.{ok};")
         elif rule in ("SET NULL", "SET DEFAULT"):
@@ -660,6 +755,7 @@ def _old_references_follow(
                 f"        MESSAGE = {message};",
                 "    END IF;",
             ]
+        lines.append("    END IF;")
     return lines
 
 
