@@ -421,7 +421,8 @@ def _collect_blockers(ctx: _Planning) -> None:
             [ctx.table, *ctx.affected],
             Work(
                 online=ctx.options.online,
-                key_trigger=ctx.options.server_default is True,
+                # (UUID192 keys get no server default: their segment is the row's)
+                key_trigger=ctx.options.server_default is True and ctx.options.target == "uuid7",
                 versions=ctx.options.versions,
             ),
         )
