@@ -26,10 +26,14 @@ exclusive metadata lock, bounded by ``lock_wait_timeout``):
   (``foreign_key_checks=0``: metadata only; the verification below proves it
   holds), so cascades keep the new column right from then on. A reference
   whose rule is ``SET NULL`` is swept once more after that, for the rows a
-  cascade emptied between their backfill and the foreign key.
-* **prepare**: the children's new columns become ``NOT NULL`` (and their old
-  ones nullable) in one online rebuild each; every row is then compared
-  through the mapping, in one snapshot.
+  cascade emptied between their backfill and the foreign key (only those:
+  :class:`NulledReferences`). A child whose every reference is ``NOT NULL``
+  gets its indexes, foreign keys and the prepare's ``NOT NULL`` in one
+  online rebuild instead (:meth:`MariaDBOnline._rebuild`): built apart, its
+  indexes were built twice.
+* **prepare**: the other children's new columns become ``NOT NULL`` (and
+  their old ones nullable) in one online rebuild each; every row is then
+  compared through the mapping, in one snapshot.
 * **swap**: under ``LOCK TABLES`` (the application waits, for the time of a
   few metadata-only ``ALTER TABLE`` statements): foreign keys dropped and
   added again under their names, columns and indexes renamed, the new key's
@@ -120,8 +124,11 @@ from sqla_ids.types.server_functions import uuid7_function_create_sql
 # metadata locks) and ER_LOCK_DEADLOCK.
 _LOCK_ERRORS = (1205, 1213)
 
-# Where a session's own isolation level is kept while the migration changes it.
+# Where a session's own isolation level is kept while the migration changes it:
+# a user variable of the session (its name a constant, not data), and a mark in
+# the connection's info that it holds it.
 _ISOLATION = "sqla_ids_online_isolation"
+_SAVED_ISOLATION = "@sqla_ids_online_isolation"
 # Where a session's own database is kept while it works in the caller's.
 _DATABASE = "sqla_ids_online_database"
 
@@ -576,6 +583,17 @@ def _old_references_follow(
         c, old = q(ref.table), q(child_old(plan, n, ref))
         keep = _keeping(dialect, catalog, ref.table)
         rule = str(ref.options.get("onupdate") or "NO ACTION").upper()
+        # Not once the undo has put a foreign key back on the old values: it
+        # does the rule itself -- after the parent's row changed, where this
+        # BEFORE trigger's rewrite of the children would point them at a key
+        # no row has yet (1452). (A trigger's names resolve in its database.)
+        lines.append(
+            "  IF NOT EXISTS (SELECT 1 FROM information_schema.KEY_COLUMN_USAGE"
+            " WHERE TABLE_SCHEMA = DATABASE()"
+            f" AND TABLE_NAME = {literal_for(dialect, ref.table)}"
+            f" AND COLUMN_NAME = {literal_for(dialect, child_old(plan, n, ref))}"
+            f" AND REFERENCED_TABLE_NAME = {literal_for(dialect, plan.table)}) THEN"
+        )
         if rule == "CASCADE":
             lines.append(f"  UPDATE {c} SET {old} = NEW.{ok}{keep} WHERE {old} = OLD.{ok};")
         elif rule in ("SET NULL", "SET DEFAULT"):
@@ -590,6 +608,7 @@ def _old_references_follow(
                 f"    SIGNAL SQLSTATE '23000' SET MESSAGE_TEXT = {message};",
                 "  END IF;",
             ]
+        lines.append("  END IF;")
     return lines
 
 
@@ -639,6 +658,8 @@ def sync_trigger_statements(
         else []
     )
     pending = _pending_variable(dialect, plan)
+    # Set by a child written through *after* before its parent (see below).
+    orphans = "@" + q(object_name(plan, "orphans", 0))
     upsert = (
         f"INSERT INTO {m} (old_key, new_key) VALUES (NEW.{ok}, NEW.{nk})"
         " ON DUPLICATE KEY UPDATE new_key = VALUES(new_key);"
@@ -695,6 +716,23 @@ def sync_trigger_statements(
             "INSERT",
             f"IF NEW.{nk} IS NULL OR NEW.{nk} = {nil} THEN SET NEW.{nk} = {made}; END IF;",
         )
+    elif plan.options.versions:
+        # Serving versions, the old code names old keys after the swap too: a
+        # child it writes before its parent (foreign key checks off), or in the
+        # same row (a row referencing itself), chose the parent's UUID in the
+        # mapping by the old key -- first come first served, as before the swap:
+        # the row maps itself before it is written, and takes the UUID chosen.
+        add(
+            plan.table,
+            "BEFORE",
+            "INSERT",
+            f"IF NEW.{ok} IS NOT NULL AND NEW.{ok} <> 0 THEN",
+            f"  INSERT INTO {m} (old_key, new_key) VALUES (NEW.{ok},"
+            f" COALESCE(NULLIF(NEW.{nk}, {nil}), {made}))"
+            " ON DUPLICATE KEY UPDATE old_key = old_key;",
+            f"  SET NEW.{nk} = (SELECT new_key FROM {m} WHERE old_key = NEW.{ok});",
+            "END IF;",
+        )
     add(
         plan.table,
         "BEFORE",
@@ -735,6 +773,25 @@ def sync_trigger_statements(
             "END IF;",
         )
     add(plan.table, "AFTER", "DELETE", f"DELETE FROM {m} WHERE old_key = OLD.{ok};")
+    if plan.options.versions and not forward:
+        # After the swap the foreign keys are on the UUID columns: ON DELETE SET
+        # NULL empties a child's UUID reference, and MariaDB fires no trigger
+        # for it -- *before* would read the old value, pointing at no row. It
+        # goes too, as the old foreign key did (not in the parent's own table:
+        # 1442). CASCADE deletes the whole row.
+        for n, ref in references(plan):
+            if ref.table != plan.table and str(ref.options.get("ondelete") or "").upper() in (
+                "SET NULL",
+                "SET DEFAULT",
+            ):
+                old = q(child_old(plan, n, ref))
+                add(
+                    plan.table,
+                    "AFTER",
+                    "DELETE",
+                    f"UPDATE {q(ref.table)} SET {old} = NULL"
+                    f"{_keeping(dialect, catalog, ref.table)} WHERE {old} = OLD.{ok};",
+                )
     p = q(plan.table)
     chosen = (
         keys.pending_key_sql("sqla_ids_uuid7()")
@@ -801,6 +858,49 @@ def sync_trigger_statements(
             lead_empty, by, take = nil, "old_key", "new_key"
             follow_empty = "0" if plan.key_kind == "integer" else "''"
         follow = f"SET NEW.{s} = (SELECT {take} FROM {m} WHERE {by} = NEW.{t} LOCK IN SHARE MODE);"
+        # A parent nowhere to be seen (foreign key checks off: written later, or
+        # never). After the swap, a child the old code writes (its old value
+        # following) chooses the parent's UUID in the mapping, which the parent
+        # takes (above). No old key can be chosen for a child the new code
+        # writes (its UUID leading: through *after* before the swap, on the
+        # tables after it) -- AUTO_INCREMENT makes it only as the parent's row
+        # is written -- so its old value keeps what it has (NULL, or the
+        # placeholder of a NOT NULL one), and the parent's AFTER INSERT gives
+        # the children that took its UUID its old key: only in sessions that
+        # wrote such a child (a search of the children for every insert would
+        # take gap locks). Not in the parent's own table (1442): there the old
+        # value stays empty (docs/migration.md, "Rolling deploys").
+        missing = (
+            f"NEW.{t} IS NOT NULL AND NEW.{s} IS NULL"
+            f" AND NOT EXISTS (SELECT 1 FROM {p} WHERE {q(give)} = NEW.{t})"
+        )
+        if forward:
+            old_value, uuid_value = s, t
+            empty = "NULL" if ref.nullable else lead_empty
+            follow += f" IF {missing} THEN SET NEW.{s} = {empty}; SET {orphans} = 1; END IF;"
+        else:
+            old_value, uuid_value = t, s
+            stays = _old_values_stay_not_null(plan) and not ref.nullable
+            empty = follow_empty if stays else "NULL"
+            follow += (
+                f" IF {missing} THEN INSERT INTO {m} (old_key, new_key) VALUES (NEW.{t}, {chosen})"
+                " ON DUPLICATE KEY UPDATE old_key = old_key;"
+                f" SET NEW.{s} = (SELECT new_key FROM {m} WHERE old_key = NEW.{t}); END IF;"
+            )
+            lookup += (
+                f" IF {guards.VARIABLE} IS NULL AND NEW.{t} <=> {empty} AND NEW.{s} IS NOT NULL"
+                f" AND NEW.{s} <> {nil} THEN SET {orphans} = 1; END IF;"
+            )
+        if ref.table != plan.table:
+            o, u = old_value, uuid_value  # quoted (above)
+            add(
+                plan.table,
+                "AFTER",
+                "INSERT",
+                f"IF {orphans} IS NOT NULL THEN UPDATE {q(ref.table)} SET {o} = NEW.{ok}"
+                f"{_keeping(dialect, catalog, ref.table)} WHERE {u} = NEW.{nk}"
+                f" AND {o} <=> {empty}; END IF;",
+            )
         other = (
             f"{guards.VARIABLE} IS NULL AND NEW.{t} IS NOT NULL AND NEW.{t} <> {follow_empty}"
             f" AND (NEW.{s} IS NULL OR NEW.{s} = {lead_empty})"
@@ -870,6 +970,23 @@ def expand_statements(
             )
         )
         catalog.columns.setdefault(table, {})[tmp] = True
+    if plan.options.versions:
+        # *after*'s views hide the children's old values, which the triggers
+        # fill; but MariaDB refuses an INSERT ... SELECT or an upsert through a
+        # view leaving out a NOT NULL column without a default (1423), whatever
+        # a trigger would set. A placeholder default (metadata only) lets them
+        # through, as the swap's does for *before*; the abort drops it, the
+        # swap's CHANGE COLUMN redefines the column.
+        placeholder = "0" if plan.key_kind == "integer" else "''"
+        for _, ref in references(plan):
+            if not ref.nullable and ref.column not in catalog.defaults.get(ref.table, set()):
+                statements.append(
+                    Statement(
+                        f"ALTER TABLE {_q(dialect, ref.table)} ALTER COLUMN"
+                        f" {_q(dialect, ref.column)} SET DEFAULT {placeholder}, ALGORITHM=INSTANT"
+                    )
+                )
+                catalog.set_default(ref.table, ref.column, True)
     return statements + sync_trigger_statements(dialect, plan, catalog, forward=True)
 
 
@@ -1228,6 +1345,20 @@ def abort_statements(dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog) 
         if ours in fks:
             statements.append(Statement(f"ALTER TABLE {q(ref.table)} DROP FOREIGN KEY {q(ours)}"))
             fks.discard(ours)
+        if (
+            plan.options.versions
+            and ref.column in catalog.defaults.get(ref.table, set())
+            and " DEFAULT " not in f" {_body(plan, ref.table, ref.column)} "
+        ):
+            # The expand's placeholder default for *after*'s inserts (the
+            # column had none of its own): metadata only.
+            statements.append(
+                Statement(
+                    f"ALTER TABLE {q(ref.table)} ALTER COLUMN {q(ref.column)} DROP DEFAULT,"
+                    " ALGORITHM=INSTANT"
+                )
+            )
+            catalog.set_default(ref.table, ref.column, False)
     key_tmp = plan.temp_column(plan.table, plan.column)
     indexes = catalog.indexes.get(plan.table, {})
     columns = catalog.columns.get(plan.table, {})
@@ -1362,6 +1493,85 @@ def _has_spatial(connection: Connection, table: str) -> bool:
             ),
             {"t": table},
         ).scalar_one()
+    )
+
+
+# How a clause adding a foreign key begins (_online_alter adds it unchecked).
+_ADD_FK = "ADD CONSTRAINT "
+
+
+def _index_clauses(
+    connection: Connection,
+    plan: PkMigrationPlan,
+    table: str,
+    sides: Sides,
+    existing: dict[str, list[str]],
+) -> list[str]:
+    """``ADD INDEX`` of each index of ``table`` over affected columns not built
+    again over the columns replacing them yet (``existing``: its indexes now)."""
+    result = []
+    for number, dep in rebuilt(plan):
+        if dep.table != table or dep.kind == "primary":
+            continue
+        name = object_name(plan, "ix", number)
+        if name in existing or (not sides.up and _parked_index(plan, number) in existing):
+            continue
+        cols = ", ".join(_q(connection, sides.new_column(dep.table, c)) for c in dep.columns)
+        kind = "UNIQUE INDEX" if dep.kind == "unique" else "INDEX"
+        result.append(f"ADD {kind} {_q(connection, name)} ({cols})")
+    return result
+
+
+def _null_clauses(
+    connection: Connection,
+    plan: PkMigrationPlan,
+    n: int,
+    ref: Reference,
+    sides: Sides,
+    columns: dict[str, dict[str, Any]],
+) -> list[str]:
+    """The ``NOT NULL`` reference's column arriving made ``NOT NULL``, and the
+    one leaving nullable where new rows may have no old value (see
+    :func:`_old_values_stay_not_null`), if not yet (``columns``: the child's now)."""
+    new, old = sides.child_new(n, ref), ref.column
+    body = _body(plan, ref.table, ref.column)
+    definition = plan.column_definition(ref.table, ref.column)
+    comment = (
+        f" COMMENT {literal_for(connection.dialect, definition.comment)}"
+        if definition is not None and definition.comment
+        else ""
+    )
+    result: list[str] = []
+    if columns[new]["nullable"]:
+        # Both ways a placeholder default, which the triggers replace:
+        # a multi-row INSERT or INSERT ... SELECT leaving a NOT NULL
+        # column without one out is refused before any trigger runs
+        # (1364). The undo of the swap gives the column its own
+        # definition back.
+        placeholder = "0" if plan.key_kind == "integer" else "''"
+        type_sql = (
+            f"{_new_type(connection.dialect, plan)} NOT NULL DEFAULT {keys.placeholder_sql(plan)}"
+            if sides.up
+            else _with_default(body, placeholder)
+        )
+        result.append(f"MODIFY COLUMN {_q(connection, new)} {type_sql}{comment}")
+    # Coming down, the UUID column leaving needs no change: the swap
+    # back gives it a default, the undo then drops it.
+    leaving_nullable = columns[old]["nullable"]
+    if sides.up and not _old_values_stay_not_null(plan) and not leaving_nullable:
+        result.append(f"MODIFY COLUMN {_q(connection, old)} {_nullable(body)}")
+    return result
+
+
+def _fk_clause(
+    connection: Connection, plan: PkMigrationPlan, n: int, ref: Reference, sides: Sides
+) -> str:
+    """``ADD CONSTRAINT`` of the reference's foreign key on the column arriving."""
+    return (
+        f"{_ADD_FK}{_q(connection, object_name(plan, 'fk', n))}"
+        f" FOREIGN KEY ({_q(connection, sides.child_new(n, ref))})"
+        f" REFERENCES {_q(connection, plan.table)} ({_q(connection, sides.key_new)})"
+        f"{_actions(ref)}"
     )
 
 
@@ -1586,10 +1796,6 @@ class MariaDBOnline(OnlineStrategy):
             self.release(connection)
             return
         value = max(1, math.ceil(seconds))
-        if _ISOLATION not in connection.info:
-            connection.info[_ISOLATION] = connection.exec_driver_sql(
-                "SELECT @@SESSION.tx_isolation"
-            ).scalar_one()
         # READ COMMITTED: the backfill's reads of other rows take no gap locks
         # (under REPEATABLE READ they blocked the application's inserts into
         # the gaps and made InnoDB pick the application's small transaction as
@@ -1602,10 +1808,16 @@ class MariaDBOnline(OnlineStrategy):
         # child would be the victim of a DDL waiting for it. A DDL that does not
         # wait is in no cycle; the application waits only while the DDL holds
         # its locks (the short start and end of an online ALTER, the swap).
+        # The session's own isolation level is kept in the same statement (one
+        # round trip per transaction, not two: a SET evaluates every value
+        # before it assigns any, so the variable gets the level before this
+        # one), unless kept already.
         connection.exec_driver_sql(
-            f"SET SESSION lock_wait_timeout = 0, innodb_lock_wait_timeout = {value},"
+            f"SET {_SAVED_ISOLATION} = COALESCE({_SAVED_ISOLATION}, @@SESSION.tx_isolation),"
+            f" SESSION lock_wait_timeout = 0, innodb_lock_wait_timeout = {value},"
             " tx_isolation = 'READ-COMMITTED'"
         )
+        connection.info[_ISOLATION] = True
 
     def retry_delays(self, attempts: int) -> list[float]:
         """Many short, jittered waits: a step that does not wait for metadata locks
@@ -1614,13 +1826,17 @@ class MariaDBOnline(OnlineStrategy):
 
     def release(self, connection: Connection) -> None:
         """The server's defaults and the session's isolation level and ``sql_mode`` back."""
-        isolation = connection.info.pop(_ISOLATION, None)
+        # One statement: the isolation level kept back, and its variable
+        # emptied (both values read before either is assigned).
+        restore = (
+            f", tx_isolation = {_SAVED_ISOLATION}, {_SAVED_ISOLATION} = NULL"
+            if connection.info.pop(_ISOLATION, None)
+            else ""
+        )
         connection.exec_driver_sql(
             "SET SESSION lock_wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT,"
-            " innodb_table_locks = DEFAULT"
+            f" innodb_table_locks = DEFAULT{restore}"
         )
-        if isolation is not None:
-            connection.execute(sa.text("SET SESSION tx_isolation = :i"), {"i": isolation})
         sql_mode = connection.info.pop(guards.SQL_MODE, None)
         if sql_mode is not None:
             connection.execute(sa.text("SET SESSION sql_mode = :m"), {"m": sql_mode})
@@ -1789,17 +2005,23 @@ class MariaDBOnline(OnlineStrategy):
         # for up to 3.9 s whenever the pool ran out. One sorted build per
         # index afterwards reads each child once.
         tasks += [Backfill(ChildReferences(plan, n, ref, up)) for n, ref in references(plan)]
-        tasks += [self._rebuilt_indexes(plan, table, up) for table in plan.affected_tables]
         tasks += [
-            self._foreign_key(plan, n, ref, up) for n, ref in references(plan) if ref.constraint
+            self._rebuild(plan, table, up)
+            if self._built_once(plan, table)
+            else self._rebuilt_indexes(plan, table, up)
+            for table in plan.affected_tables
+        ]
+        tasks += [
+            self._foreign_key(plan, n, ref, up)
+            for n, ref in references(plan)
+            if ref.constraint and not self._built_once(plan, ref.table)
         ]
         # Until its foreign key was there, a cascade setting a reference NULL
         # (MariaDB fires no trigger for it) left the new column pointing at
-        # the parent; sweep those references again now that it is there.
+        # the parent; sweep those references again now that it is there --
+        # only those (NulledReferences), not the whole child once more.
         tasks += [
-            Backfill(ChildReferences(plan, n, ref, up))
-            for n, ref in references(plan)
-            if _sets_null(ref)
+            Backfill(NulledReferences(plan, ref)) for _, ref in references(plan) if _sets_null(ref)
         ]
         return tasks
 
@@ -1827,9 +2049,15 @@ class MariaDBOnline(OnlineStrategy):
             todo = clauses(connection)
             if not todo:
                 return []
+            # A foreign key added with the rest (see _built_once): without a
+            # scan, as _foreign_key adds one (the checks prove it holds).
+            settings = [
+                *(["foreign_key_checks = 0"] if any(c.startswith(_ADD_FK) for c in todo) else []),
+                *([f"lock_wait_timeout = {wait}"] if wait else []),
+            ]
             return [
                 Statement(
-                    (f"SET STATEMENT lock_wait_timeout = {wait} FOR " if wait else "")
+                    (f"SET STATEMENT {', '.join(settings)} FOR " if settings else "")
                     + f"ALTER TABLE {_q(connection, table)} "
                     + ", ".join(todo)
                     + ", ALGORITHM=INPLACE, LOCK=NONE"
@@ -1893,19 +2121,47 @@ class MariaDBOnline(OnlineStrategy):
         the swap, an original index parked by it needs no build."""
 
         def clauses(connection: Connection) -> list[str]:
-            existing = _indexes(connection, table)
-            result = []
-            for number, dep in rebuilt(plan):
-                if dep.table != table or dep.kind == "primary":
-                    continue
-                name = object_name(plan, "ix", number)
-                if name in existing or (not sides.up and _parked_index(plan, number) in existing):
-                    continue
-                cols = ", ".join(
-                    _q(connection, sides.new_column(dep.table, c)) for c in dep.columns
-                )
-                kind = "UNIQUE INDEX" if dep.kind == "unique" else "INDEX"
-                result.append(f"ADD {kind} {_q(connection, name)} ({cols})")
+            return _index_clauses(connection, plan, table, sides, _indexes(connection, table))
+
+        return self._online_alter(plan, table, f"indexes of {table}", clauses)
+
+    @staticmethod
+    def _built_once(plan: PkMigrationPlan, table: str) -> bool:
+        """Whether ``table`` gets its indexes, foreign keys and ``NOT NULL`` on the
+        new columns in one rebuild at the end of the backfill (:meth:`_rebuild`):
+        a child (not the parent, whose rebuild moved its key) whose every
+        reference of this migration is ``NOT NULL``."""
+        refs = [r for _, r in references(plan) if r.table == table]
+        return table != plan.table and bool(refs) and not any(r.nullable for r in refs)
+
+    def _rebuild(self, plan: PkMigrationPlan, table: str, sides: Sides) -> Ddl:
+        """A child of :meth:`_built_once`: its indexes over the new columns, their
+        ``NOT NULL`` (and the old ones' nullability, a link table's key moved:
+        the prepare's work, :meth:`_child_nulls`) and their foreign keys, in one
+        online rebuild.
+
+        Built apart, the indexes were built twice: sorted once, then again by
+        the prepare's rebuild of the table for the ``NOT NULL`` -- and a child
+        with two ``NOT NULL`` references was rebuilt once for each. The foreign
+        key comes with them rather than before the prepare: on a ``NOT NULL``
+        reference no cascade can empty the old column (which the ``SET NULL``
+        sweep needs the foreign key for), a cascaded delete takes the row with
+        it, and a parent's new key never changes -- until the swap the
+        original foreign key is the one that acts. The prepare then finds
+        nothing left to do here (its builders read the catalog)."""
+
+        def clauses(connection: Connection) -> list[str]:
+            indexes = _indexes(connection, table)
+            columns = _columns(connection, table)
+            fks = _foreign_keys(connection, table)
+            result = _index_clauses(connection, plan, table, sides, indexes)
+            for n, ref in references(plan):
+                if ref.table == table:
+                    result += _null_clauses(connection, plan, n, ref, sides, columns)
+            result += _key_move(connection.dialect, plan, table, sides, indexes)
+            for n, ref in references(plan):
+                if ref.table == table and ref.constraint and object_name(plan, "fk", n) not in fks:
+                    result.append(_fk_clause(connection, plan, n, ref, sides))
             return result
 
         return self._online_alter(plan, table, f"indexes of {table}", clauses)
@@ -1921,10 +2177,8 @@ class MariaDBOnline(OnlineStrategy):
             return [
                 Statement(
                     f"SET STATEMENT foreign_key_checks = 0 FOR ALTER TABLE"
-                    f" {_q(connection, ref.table)} ADD CONSTRAINT {_q(connection, name)}"
-                    f" FOREIGN KEY ({_q(connection, sides.child_new(n, ref))})"
-                    f" REFERENCES {_q(connection, plan.table)} ({_q(connection, sides.key_new)})"
-                    f"{_actions(ref)}, ALGORITHM=INPLACE, LOCK=NONE"
+                    f" {_q(connection, ref.table)} {_fk_clause(connection, plan, n, ref, sides)},"
+                    " ALGORITHM=INPLACE, LOCK=NONE"
                 )
             ]
 
@@ -1941,41 +2195,13 @@ class MariaDBOnline(OnlineStrategy):
         for n, ref in references(plan):
             if ref.nullable:
                 continue
-            new, old = sides.child_new(n, ref), ref.column
 
-            def clauses(
-                connection: Connection, ref: Reference = ref, new: str = new, old: str = old
-            ) -> list[str]:
+            def clauses(connection: Connection, n: int = n, ref: Reference = ref) -> list[str]:
                 columns = _columns(connection, ref.table)
-                body = _body(plan, ref.table, ref.column)
-                definition = plan.column_definition(ref.table, ref.column)
-                comment = (
-                    f" COMMENT {literal_for(connection.dialect, definition.comment)}"
-                    if definition is not None and definition.comment
-                    else ""
-                )
-                result: list[str] = []
-                if columns[new]["nullable"]:
-                    # Both ways a placeholder default, which the triggers replace:
-                    # a multi-row INSERT or INSERT ... SELECT leaving a NOT NULL
-                    # column without one out is refused before any trigger runs
-                    # (1364). The undo of the swap gives the column its own
-                    # definition back.
-                    placeholder = "0" if plan.key_kind == "integer" else "''"
-                    type_sql = (
-                        f"{_new_type(connection.dialect, plan)} NOT NULL"
-                        f" DEFAULT {keys.placeholder_sql(plan)}"
-                        if sides.up
-                        else _with_default(body, placeholder)
-                    )
-                    result.append(f"MODIFY COLUMN {_q(connection, new)} {type_sql}{comment}")
-                # Coming down, the UUID column leaving needs no change: the swap
-                # back gives it a default, the undo then drops it.
-                leaving_nullable = columns[old]["nullable"]
-                if sides.up and not _old_values_stay_not_null(plan) and not leaving_nullable:
-                    result.append(f"MODIFY COLUMN {_q(connection, old)} {_nullable(body)}")
                 indexes = _indexes(connection, ref.table)
-                return result + _key_move(connection.dialect, plan, ref.table, sides, indexes)
+                return _null_clauses(connection, plan, n, ref, sides, columns) + _key_move(
+                    connection.dialect, plan, ref.table, sides, indexes
+                )
 
             tasks.append(self._online_alter(plan, ref.table, f"NOT NULL on {ref.table}", clauses))
         return tasks
@@ -2111,11 +2337,15 @@ class ParentKeys(ParentKeysWalk):
         self.label = f"{plan.table}.{plan.column} new keys"
         self.ordinal: int | None = None
         """Rows given a key so far: read back from the keys when (re)starting."""
+        self.keep = ""
+        """The parent's ``ON UPDATE CURRENT_TIMESTAMP`` columns kept (:func:`_keep`),
+        read once per sweep (not once per batch)."""
 
     def start(self, connection: Connection) -> int:
         """The ordinal an earlier (killed) run reached, read back from its keys:
         backfilled keys are the ones below the plan's time (with a timestamp
         column: the last key made, from the mapping)."""
+        self.keep = _keep(connection, self.plan.table, "p")
         if self.plan.timestamp_column is not None:
             self.resume(connection)
         elif self.ordinal is None:
@@ -2168,9 +2398,12 @@ class ParentKeys(ParentKeysWalk):
         # The batch's rows X-locked first: the UPDATE below would read them
         # with S locks and upgrade them to X, and an application's DELETE
         # queued between the two deadlocks with it (InnoDB then rolls back
-        # the application).
+        # the application). Counted, not fetched: every row read is locked
+        # all the same, and the keys need not travel to the client.
         connection.execute(
-            sa.text(f"SELECT {k} FROM {t} WHERE {low}{k} <= :upto AND {tmp} IS NULL FOR UPDATE"),
+            sa.text(
+                f"SELECT COUNT(*) FROM {t} WHERE {low}{k} <= :upto AND {tmp} IS NULL FOR UPDATE"
+            ),
             {"after": after, "upto": upto},
         ).all()
         # The ordinals, numbered once into a temporary table of this session:
@@ -2193,7 +2426,7 @@ class ParentKeys(ParentKeysWalk):
             connection.execute(
                 sa.text(
                     f"UPDATE {t} p JOIN {_KEYS} b ON p.{k} = b.k"
-                    f" SET p.{tmp} = {key}{_keep(connection, plan.table, 'p')}"
+                    f" SET p.{tmp} = {key}{self.keep}"
                     f" WHERE p.{tmp} IS NULL"
                 ),
                 {"start": first_ms(plan)},
@@ -2255,7 +2488,7 @@ class ParentKeys(ParentKeysWalk):
             connection.exec_driver_sql(
                 f"UPDATE {t} p JOIN {_KEYS} b ON p.{k} = b.k"
                 f" SET p.{tmp} = {'UNHEX(b.n)' if plan.uuid192 else 'b.n'}"
-                f"{_keep(connection, plan.table, 'p')} WHERE p.{tmp} IS NULL"
+                f"{self.keep} WHERE p.{tmp} IS NULL"
             )
         finally:
             connection.exec_driver_sql(f"DROP TEMPORARY TABLE IF EXISTS {_KEYS}")
@@ -2312,13 +2545,25 @@ class ChildReferences(Walk):
             self.look, self.give = plan.column, plan.old_column
         self.pk: list[str] = []
         self.high: tuple[Any, ...] | None = None
+        self.parent_pk = ""
+        """The parent's primary key column (read at each sweep's start)."""
+        self.keep = ""
+        """The child's ``ON UPDATE CURRENT_TIMESTAMP`` columns kept (:func:`_keep`)."""
 
     def start(self, connection: Connection) -> int:
         """Each sweep ends at the rows there are when it starts: rows inserted
         later take their new reference from the trigger. Walking on to the end
         would chase the application's inserts for as long as they arrive faster
-        than a batch takes."""
+        than a batch takes.
+
+        The catalog the batches need is read here, once per sweep rather than
+        once per batch (each read is a round trip or two into
+        ``information_schema``): the parent's primary key -- the old or the
+        new key column, by phase; it moves in the backfill going up, after it
+        coming down, never during a walk -- and the child's columns kept."""
         self.pk = _pk_column(connection, self.ref.table)
+        self.parent_pk = _pk_column(connection, self.plan.table)[0]
+        self.keep = _keep(connection, self.ref.table, "r")
         c = _q(connection, self.ref.table)
         desc = ", ".join(f"{_q(connection, k)} DESC" for k in self.pk)
         cols = ", ".join(_q(connection, k) for k in self.pk)
@@ -2334,9 +2579,7 @@ class ChildReferences(Walk):
         c, p = _q(connection, self.ref.table), _q(connection, self.plan.table)
         pk = [f"r.{_q(connection, k)}" for k in self.pk]
         ks = [f"k{i}" for i in range(len(self.pk))]
-        # The parent's primary key is the old or the new key column, by
-        # phase (it moves in the backfill going up, after it coming down).
-        pp = _q(connection, _pk_column(connection, self.plan.table)[0])
+        pp = _q(connection, self.parent_pk)
         low = f"{_keyset(pk, 'after', inclusive=False)} AND " if after is not None else ""
         since = _bound("after", after) if after is not None else {}
         bounds = {**_bound("high", self.high), **since}
@@ -2368,19 +2611,23 @@ class ChildReferences(Walk):
         #    session. A parent not found takes its value from the mapping (a
         #    child written before its parent chose it there); with neither,
         #    it is not a NULL reference but a key that moved since: left for
-        #    the next sweep.
+        #    the next sweep. The mapping is looked up only for a child whose
+        #    parent is not found (COALESCE and OR evaluate left to right, and
+        #    stop at the first value): a join to it cost a lookup per row,
+        #    for the few rows that need one (its columns are unique, so the
+        #    subqueries find what the join found).
         m = _q(connection, self.plan.mapping_table)
         mine, theirs = ("old_key", "new_key") if self.up else ("new_key", "old_key")
-        value = f"COALESCE(x.{gv}, y.{theirs})"
+        mapped = f"FROM {m} y WHERE y.{mine} = r.{s}"
+        value = f"COALESCE(x.{gv}, (SELECT y.{theirs} {mapped}))"
         keys = ", ".join(f"{col} AS {k}" for col, k in zip(pk, ks, strict=True))
         connection.execute(
             sa.text(
                 f"CREATE TEMPORARY TABLE {_BATCH} AS SELECT {keys}, r.{s} AS s,"
                 f" {value} AS v, x.{pp} AS p FROM {c} r LEFT JOIN {p} x ON x.{lo} = r.{s}"
-                f" LEFT JOIN {m} y ON y.{mine} = r.{s}"
                 f" WHERE {low}{_keyset(pk, 'upto', inclusive=True)}"
                 f" AND NOT (r.{t} <=> {value})"
-                f" AND (x.{lo} IS NOT NULL OR y.{mine} IS NOT NULL OR r.{s} IS NULL)"
+                f" AND (x.{lo} IS NOT NULL OR r.{s} IS NULL OR EXISTS (SELECT 1 {mapped}))"
             ),
             {**since, **_bound("upto", last)},
         )
@@ -2389,9 +2636,11 @@ class ChildReferences(Walk):
             #    secondary index would lock its own entry first, which the
             #    application's DELETE, holding the row, must X-lock after:
             #    another deadlock): a parent being deleted or re-keyed now is
-            #    waited for before this batch holds any child row.
+            #    waited for before this batch holds any child row. Counted,
+            #    not fetched: each row read is locked all the same, and the
+            #    batch's parents no longer travel to the client to be dropped.
             connection.exec_driver_sql(
-                f"SELECT STRAIGHT_JOIN x.{pp} FROM {_BATCH} b JOIN {p} x"
+                f"SELECT STRAIGHT_JOIN COUNT(*) FROM {_BATCH} b JOIN {p} x"
                 f" ON x.{pp} = b.p LOCK IN SHARE MODE"
             ).all()
             # 3. Set where the reference is still the one read (else the
@@ -2401,8 +2650,7 @@ class ChildReferences(Walk):
             on = " AND ".join(f"b.{k} = {col}" for col, k in zip(pk, ks, strict=True))
             connection.exec_driver_sql(
                 f"SET STATEMENT foreign_key_checks = 0 FOR UPDATE {c} r JOIN {_BATCH} b"
-                f" ON {on} SET r.{t} = b.v{_keep(connection, self.ref.table, 'r')}"
-                f" WHERE r.{s} <=> b.s"
+                f" ON {on} SET r.{t} = b.v{self.keep} WHERE r.{s} <=> b.s"
             )
         finally:
             connection.exec_driver_sql(f"DROP TEMPORARY TABLE IF EXISTS {_BATCH}")
@@ -2423,4 +2671,85 @@ class ChildReferences(Walk):
         return (
             f"{self.ref.table}.{self.ref.column}: references keep moving faster than the"
             " backfill; stopped before the swap (run the migration again to continue)"
+        )
+
+
+class NulledReferences(Walk):
+    """After the new column's foreign key exists: the references a cascade set
+    ``NULL`` before it did, whose new column still names the parent, emptied.
+
+    MariaDB fires no trigger for a cascade, so between a child's backfill and
+    the foreign key on its new column an ``ON DELETE``/``ON UPDATE SET NULL``
+    emptied the old column alone. Those rows are the only ones a cascade can
+    have left wrong (``CASCADE`` deletes the child, or changes the old value
+    to a key whose parent's new key is unchanged; every other write fires the
+    sync triggers), and they are found through the index InnoDB keeps on the
+    old column for its foreign key (``old IS NULL``): no walk over the whole
+    child, whose every row was backfilled a moment ago. From the foreign key
+    on, a cascade empties both columns. The prepare's check proves every row
+    (and sweeps every table again should it find one wrong)."""
+
+    def __init__(self, plan: PkMigrationPlan, ref: Reference) -> None:
+        self.plan, self.ref = plan, ref
+        self.label = f"{ref.table}.{ref.column} references set NULL"
+        self.source, self.target = ref.column, plan.temp_column(ref.table, ref.column)
+        self.pk: list[str] = []
+        self.keep = ""
+
+    def _stale(self, connection: Connection) -> str:
+        s, t = _q(connection, self.source), _q(connection, self.target)
+        return f"r.{s} IS NULL AND r.{t} IS NOT NULL"
+
+    def start(self, connection: Connection) -> int:
+        """The child's primary key and kept columns; the rows to empty."""
+        self.pk = _pk_column(connection, self.ref.table)
+        self.keep = _keep(connection, self.ref.table, "r")
+        return self.left(connection)
+
+    def batch(self, connection: Connection, after: Any, size: int) -> tuple[Any, int] | None:
+        """The next ``size`` such rows, in the child's key order, emptied. Only
+        the child's rows are locked (no parent is read: ``NULL`` needs none)."""
+        c = _q(connection, self.ref.table)
+        pk = [f"r.{_q(connection, k)}" for k in self.pk]
+        ks = [f"k{i}" for i in range(len(self.pk))]
+        low = f"{_keyset(pk, 'after', inclusive=False)} AND " if after is not None else ""
+        since = _bound("after", after) if after is not None else {}
+        stale = self._stale(connection)
+        upto = connection.execute(
+            sa.text(
+                f"SELECT {', '.join(ks)} FROM (SELECT"
+                f" {', '.join(f'{col} AS {k}' for col, k in zip(pk, ks, strict=True))}"
+                f" FROM {c} r WHERE {low}{stale} ORDER BY {', '.join(ks)} LIMIT :n) b"
+                f" ORDER BY {', '.join(f'{k} DESC' for k in ks)} LIMIT 1"
+            ),
+            {**since, "n": size},
+        ).first()
+        if upto is None:
+            return None
+        last = tuple(upto)
+        # Rechecked as the rows are locked: a row given a parent again since
+        # was set by the application's trigger.
+        emptied = connection.execute(
+            sa.text(
+                f"UPDATE {c} r SET r.{_q(connection, self.target)} = NULL{self.keep}"
+                f" WHERE {low}{_keyset(pk, 'upto', inclusive=True)} AND {stale}"
+            ),
+            {**since, **_bound("upto", last)},
+        ).rowcount
+        return last, int(emptied)
+
+    def left(self, connection: Connection) -> int:
+        """Rows still naming a parent their old column no longer does."""
+        return int(
+            connection.exec_driver_sql(
+                f"SELECT COUNT(*) FROM {_q(connection, self.ref.table)} r"
+                f" WHERE {self._stale(connection)}"
+            ).scalar_one()
+        )
+
+    def stuck(self) -> str:
+        """Cannot happen (the foreign key keeps such rows from appearing)."""
+        return (
+            f"{self.ref.table}.{self.ref.column}: references set NULL keep appearing;"
+            " stopped before the swap (run the migration again to continue)"
         )
