@@ -320,10 +320,13 @@ class OnlineRun:
         lock is taken, and built and run again under it when a statement meets
         a lock timeout (``locked_attempts`` times: the statements done are
         committed on MariaDB, and the catalog says what is left)."""
+        # Built first: a step that could not read what it locks (a lock timeout
+        # on the catalog) has taken nothing, and releases nothing.
+        lock = self.strategy.lock(connection, self.plan)
         try:
-            # In the try: a lock not taken is released too (MariaDB: what the
-            # strategy readied for the step, e.g. the versions' sessions).
-            execute(connection, self.strategy.lock(connection, self.plan))
+            # Run in the try: a lock not taken is released too (MariaDB: what
+            # the strategy readied for the step, e.g. the versions' sessions).
+            execute(connection, lock)
             attempts = self.strategy.locked_attempts
             for attempt in range(1, attempts + 1):
                 try:

@@ -1900,11 +1900,7 @@ class MariaDBOnline(OnlineStrategy):
         """
         catalog = Catalog(mapping=read_catalog(connection, plan).mapping)
         views = versions.lock_names(connection, plan)
-        # From here the step's builders may queue the versions' view
-        # replacements (a dry run builds them without this lock: nothing queued),
-        # in sessions opened now, before the lock.
-        versions.Replacements.locked(connection, len(views))
-        return [
+        statements = [
             # Metadata locks only. With InnoDB's own table locks as well (the
             # default inside a transaction), LOCK TABLES also X-locks at the
             # InnoDB level every table a cascading foreign key reaches from the
@@ -1918,6 +1914,12 @@ class MariaDBOnline(OnlineStrategy):
             *lock_statements(connection.dialect, plan, catalog, views),
             Statement(f"SET SESSION lock_wait_timeout = {_LOCKED_WAIT_SECONDS}"),
         ]
+        # From here the step's builders may queue the versions' view
+        # replacements (a dry run builds them without this lock: nothing queued),
+        # in sessions opened now, before the lock (last: nothing after it fails
+        # before the runner's unlock, which closes them, is sure to run).
+        versions.Replacements.locked(connection, len(views))
+        return statements
 
     def unlock(self, connection: Connection) -> list[Statement]:
         """``UNLOCK TABLES``; metadata locks are not waited for again. Serving

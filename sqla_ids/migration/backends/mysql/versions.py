@@ -623,8 +623,13 @@ class Replacements:
         called before it takes them, with the number of views locked with them
         (at most one replacement each), whose sessions open now."""
         ready: list[tuple[Connection, int]] = connection.info.setdefault(_SESSIONS, [])
-        while len(ready) < sessions:
-            ready.append(_open_session(connection))
+        try:
+            while len(ready) < sessions:
+                ready.append(_open_session(connection))
+        except BaseException:
+            for helper, _ in connection.info.pop(_SESSIONS, []):
+                helper.close()  # the step stops before its lock: none is left open
+            raise
         connection.info[_LOCKED] = True
 
     @staticmethod
