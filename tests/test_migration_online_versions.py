@@ -360,11 +360,13 @@ def test_a_role_with_column_grants_only_uses_its_version(
             conn.exec_driver_sql("RESET ROLE")
             conn.rollback()
     finally:
-        with engine.connect() as conn:
-            restore_pk_from_uuid7(conn, PARENT)
-        with engine.begin() as conn:
-            conn.exec_driver_sql(f"DROP OWNED BY {_q(role)}")
-            conn.exec_driver_sql(f"DROP ROLE {_q(role)}")
+        try:
+            with engine.connect() as conn:
+                restore_pk_from_uuid7(conn, PARENT)
+        finally:  # the role is the server's, not the schema's: never left behind
+            with engine.begin() as conn:
+                conn.exec_driver_sql(f"DROP OWNED BY {_q(role)}")
+                conn.exec_driver_sql(f"DROP ROLE {_q(role)}")
 
 
 def test_the_undo_keeps_the_old_columns_indexed_until_its_own_are_built(
