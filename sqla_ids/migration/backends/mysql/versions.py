@@ -533,22 +533,7 @@ def swap_replacements(connection: Connection, plan: PkMigrationPlan) -> list[str
     """Under the swap's lock, before its statements run: the views of both
     versions as the swap leaves the tables (built from the columns now,
     renamed as the swap will rename them)."""
-    found = databases(connection, plan)
-    if found is None:
-        return []
-    dialect = connection.dialect
-    application = _application_database(connection)
-    present = set(lock_names(connection, plan))
-    replacements = []
-    for version in VERSIONS:
-        for table in _affected(plan):
-            view = f"{_q(dialect, found[version])}.{_q(dialect, table)}"
-            if view not in present:
-                continue
-            columns = swapped_columns(plan, table, _columns(connection, application, table))
-            items = _items(plan, table, columns, version)
-            replacements.append(_view_sql(dialect, found[version], application, table, items))
-    return replacements
+    return _views_of_both(connection, plan, swapped=True)
 
 
 def unswap_replacements(connection: Connection, plan: PkMigrationPlan) -> list[str]:
@@ -695,6 +680,12 @@ def swap_repair(connection: Connection, plan: PkMigrationPlan) -> list[str]:
     stands: see :func:`_items`), should a replacement have failed; a swap
     stopped half-way has them right for what it did, and the resumed swap
     replaces them all."""
+    return _views_of_both(connection, plan, swapped=False)
+
+
+def _views_of_both(connection: Connection, plan: PkMigrationPlan, *, swapped: bool) -> list[str]:
+    """Each affected table's view in both version databases (those there), from
+    its columns now -- ``swapped``: renamed as the swap will rename them."""
     found = databases(connection, plan)
     if found is None:
         return []
@@ -704,9 +695,13 @@ def swap_repair(connection: Connection, plan: PkMigrationPlan) -> list[str]:
     statements = []
     for version in VERSIONS:
         for table in _affected(plan):
-            if f"{_q(dialect, found[version])}.{_q(dialect, table)}" in present:
-                items = _items(plan, table, _columns(connection, application, table), version)
-                statements.append(_view_sql(dialect, found[version], application, table, items))
+            if f"{_q(dialect, found[version])}.{_q(dialect, table)}" not in present:
+                continue
+            columns = _columns(connection, application, table)
+            if swapped:
+                columns = swapped_columns(plan, table, columns)
+            items = _items(plan, table, columns, version)
+            statements.append(_view_sql(dialect, found[version], application, table, items))
     return statements
 
 
