@@ -704,7 +704,6 @@ def _check_versions_swapped(engine: Engine, prefix: str) -> None:
             version_engine.dispose()
 
 
-@pytest.mark.slow
 def _killable(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """The online runner's statements counted (``n``, its own), and stopped
     before the one numbered ``stop`` (once: ``stop`` then goes back to -1)."""
@@ -730,6 +729,7 @@ def _killable(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return seen
 
 
+@pytest.mark.slow
 def test_the_swap_with_versions_killed_after_each_statement_then_run_again(
     shop: tuple[Engine, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
