@@ -48,7 +48,7 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
 
 from online_migration import Database, MariaDB  # noqa: E402
 
-from sqla_ids.migration import migrate_pk_to_uuid7, preflight  # noqa: E402
+from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, preflight  # noqa: E402
 from tests import datasets  # noqa: E402
 
 MB = 1024 * 1024
@@ -104,11 +104,13 @@ class Statements:
         )
 
     def locked(self, opener: str, closer: str) -> float:
-        """Longest time from a statement starting with ``opener`` to the next
-        ``closer`` (a statement or ``COMMIT``) on the same connection."""
+        """Longest time from a statement starting with ``opener`` (or a ``DO``
+        block running it: PostgreSQL's online steps lock several tables in one)
+        to the next ``closer`` (a statement or ``COMMIT``) on the same connection."""
         longest = 0.0
         for i, (start, _end, conn, sql) in enumerate(self.events):
-            if not sql.lstrip().upper().startswith(opener):
+            text = sql.lstrip().upper()
+            if not (text.startswith(opener) or (text.startswith("DO ") and opener in text)):
                 continue
             for later in self.events[i + 1 :]:
                 if later[2] == conn and later[3].lstrip().upper().startswith(closer):
@@ -314,8 +316,10 @@ def _dataset(target: Target, engine: sa.Engine, dataset: str, parents: int) -> s
     return next(t for t in sa.inspect(engine).get_table_names() if t.lower() == "invoice")
 
 
-def run(target: Target, mode: str, dataset: str, parents: int) -> dict[str, Any]:
-    """Load, estimate, migrate and measure once."""
+def run(
+    target: Target, mode: str, dataset: str, parents: int, options: PkMigrationOptions
+) -> dict[str, Any]:
+    """Load, estimate, migrate and measure once (with ``options``: the key's target)."""
     with target.fresh() as engine:
         table = _dataset(target, engine, dataset, parents)
         if target.name == "mariadb":
@@ -323,7 +327,7 @@ def run(target: Target, mode: str, dataset: str, parents: int) -> dict[str, Any]
                 conn.exec_driver_sql("ANALYZE TABLE " + ", ".join(_tables(engine))).all()
         online = mode == "online"
         with engine.connect() as conn:
-            report = preflight(conn, table, online=online)
+            report = preflight(conn, table, dataclasses.replace(options, online=online))
             conn.rollback()
         entry = report.tables[0]
         if entry.refused or entry.estimate is None:
@@ -338,7 +342,7 @@ def run(target: Target, mode: str, dataset: str, parents: int) -> dict[str, Any]
                 journal.__enter__()
             started = time.monotonic()
             with engine.connect() as conn:
-                migrate_pk_to_uuid7(conn, table, online=online)
+                migrate_pk_to_uuid7(conn, table, dataclasses.replace(options, online=online))
                 conn.commit()
             seconds = time.monotonic() - started
             if journal is not None:
@@ -353,9 +357,11 @@ def run(target: Target, mode: str, dataset: str, parents: int) -> dict[str, Any]
         return {
             "database": target.name,
             "mode": mode,
-            "dataset": dataset if dataset != "benchmark" else f"benchmark {parents:,}",
+            "dataset": (dataset if dataset != "benchmark" else f"benchmark {parents:,}")
+            + ("" if plan.new_key_bytes is None else f", {plan.options.target}"),
             "shape": {
                 "parent_rows": plan.row_count,
+                "new_key_bytes": plan.new_key_bytes,
                 "rows": sum(
                     s.rows * sum(1 for t, _ in plan.targets() if t == s.table) for s in entry.sizes
                 ),
@@ -510,7 +516,10 @@ def reestimate(result: dict[str, Any], central: bool = False) -> dict[str, Any]:
             disk_allowance=0.0,
             logs=tuple(dataclasses.replace(line, allowance=0.0) for line in model.logs),
         )
-    e = estimate(model, result["mode"], Shape(8, shape["parent_rows"], tables), server)
+    new = shape.get("new_key_bytes")
+    e = estimate(
+        model, result["mode"], Shape(8, shape["parent_rows"], tables, new_key_bytes=new), server
+    )
     return {
         **result,
         "estimate": {
@@ -604,6 +613,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="*", default=[20_000, 100_000, 300_000])
     parser.add_argument("--modes", nargs="*", default=["offline", "online"])
     parser.add_argument("--no-chinook", action="store_true")
+    parser.add_argument("--target", default="uuid7", help="uuid7 or uuid192 (the keys made)")
+    parser.add_argument(
+        "--segment-sql", help="with --target uuid192: the segment expression (e.g. 7)"
+    )
     parser.add_argument("--out", help="write the results (JSON) here")
     parser.add_argument("--fit", help="fit coefficients to a results file and print them")
     parser.add_argument("--table", help="print the markdown table of a results file")
@@ -635,7 +648,8 @@ def main(argv: list[str] | None = None) -> int:
             runs = [] if args.no_chinook else [("chinook", 0)]
             runs += [("benchmark", n) for n in args.sizes]
             for dataset, parents in runs:
-                result = run(target, mode, dataset, parents)
+                options = PkMigrationOptions(target=args.target, segment_sql=args.segment_sql)
+                result = run(target, mode, dataset, parents, options)
                 results.append(result)
                 print(json.dumps(result), flush=True)
                 if args.out:

@@ -401,6 +401,7 @@ def _shape(report: TablePreflight, plan: PkMigrationPlan) -> Shape:
         parent_rows=plan.row_count,
         tables=tuple(report.sizes),
         columns=columns,
+        new_key_bytes=plan.new_key_bytes,
     )
 
 

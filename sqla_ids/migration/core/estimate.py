@@ -10,14 +10,21 @@ affected table, once per converted column), ``B`` bytes of affected tables
 (rows and indexes, as the server reports them), ``L`` bytes of the largest
 of them and ``P`` parent rows::
 
-    M         = P * (mapping_row + 2 * (key - 8))   the mapping table (key: old key bytes)
+    M         = P * (mapping_row + 2 * (key - 8) + 2 * (new - uuid7))   the mapping table
+    W         = R * (new - uuid7) * 2                 a UUID192 key's extra bytes
     time      = seconds_fixed + R * seconds_per_row
-    peak disk = M + B * peak_per_byte                 extra, at the worst moment
-    kept disk = M + B * kept_per_byte                 extra, still used after the run
-    log       = B * log.per_byte + M * log.per_mapping_byte     per log the server writes
+    peak disk = M + B * peak_per_byte + W             extra, at the worst moment
+    kept disk = M + B * kept_per_byte + W             extra, still used after the run
+    log       = (B + W) * log.per_byte + M * log.per_mapping_byte   per log the server writes
+                (B alone for a rollback journal: it keeps the old pages)
     lock      = time * lock_share                     (the tables locked for the run)
               | lock_fixed + L * lock_per_byte        (one table rebuilt at a time)
               | swap_seconds, or one batch_time       (online)
+
+(``key``: bytes of an old key; ``uuid7``: of a UUIDv7 as the database stores it,
+which the coefficients were fitted on; ``new``: of a UUID192 key, 16, or 24 with
+its segment -- ``W`` is 0 for a UUIDv7 target -- in every row and one index
+entry per converted value.)
 
 Each figure is then a range: the value times the measured error spread
 (``time_spread``, ``size_spread``, ``log_spread``), the high end plus an
@@ -83,6 +90,9 @@ class LogModel:
     """Bytes the high end adds (see the module docstring)."""
     applies: str = ""
     """When this line applies (``binlog_format=ROW``), shown with the estimate."""
+    new_values: bool = True
+    """The log carries the new values (WAL, redo and binary logs: a wider key
+    logs more); ``False`` for a rollback journal, which keeps the old pages only."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,8 @@ class CostModel:
     """:attr:`LockKind.LARGEST_REBUILD`: seconds, and seconds per byte of the largest table."""
     swap_seconds: tuple[float, float] = (0.0, 0.0)
     """Online: how long the swap holds its locks (measured, independent of size)."""
+    uuid7_bytes: int = 16
+    """Bytes of one UUIDv7 as this database stores it (the runs' new keys)."""
     rows_per_second: float = 0.0
     """Online: the backfill's rate on the calibration runs (sizes batches)."""
     source: str = ""
@@ -170,15 +182,22 @@ def estimate(
     """The estimates of one migration of ``shape`` under ``model``, with warnings
     where the run would not fit what ``server`` has."""
     seconds = model.seconds_fixed + shape.rows * model.seconds_per_row
-    mapping = shape.parent_rows * (model.mapping_row_bytes + 2 * (shape.key_bytes - 8))
-    peak = mapping + shape.bytes * model.peak_per_byte
-    kept = mapping + shape.bytes * model.kept_per_byte
+    # A UUID192 key is wider or narrower than the UUIDv7s the coefficients were
+    # fitted on (16 bytes, 32 hex digits on SQLite): the difference is in every
+    # row and one index entry per converted value, and in the mapping's new key
+    # and its index -- new data, kept and logged like the rest of the new columns.
+    wider = 0 if shape.new_key_bytes is None else shape.new_key_bytes - model.uuid7_bytes
+    widened = shape.rows * wider * 2
+    mapping = shape.parent_rows * (model.mapping_row_bytes + 2 * (shape.key_bytes - 8) + 2 * wider)
+    peak = mapping + shape.bytes * model.peak_per_byte + widened
+    kept = mapping + shape.bytes * model.kept_per_byte + widened
     logs = []
     for facts in server.logs:
         line = next((m for m in model.logs if m.name == facts.name), None)
         if line is None:
             continue
-        volume = shape.bytes * line.per_byte + mapping * line.per_mapping_byte
+        written = shape.bytes + (widened if line.new_values else 0)
+        volume = written * line.per_byte + mapping * line.per_mapping_byte
         logged = Range.around(volume, model.log_spread).plus(line.allowance)
         logs.append(LogEstimate(facts, logged if facts.enabled else Range(0, 0), line.applies))
     time_range = Range.around(seconds, model.time_spread)

@@ -281,6 +281,15 @@ class PkMigrationPlan:
         return self.options.target == "uuid192"
 
     @property
+    def new_key_bytes(self) -> int | None:
+        """Bytes of one new UUID192 key, stored raw: 16, or 24 with its 8-byte
+        segment; ``None`` for a UUIDv7 (each database stores those its own way)."""
+        options = self.options
+        if not self.uuid192:
+            return None
+        return 16 if options.segment_column is None and options.segment_sql is None else 24
+
+    @property
     def batch_size(self) -> int:
         """Rows per batch (online: the most a batch takes)."""
         return self.options.batch_size

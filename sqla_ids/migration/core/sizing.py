@@ -164,6 +164,10 @@ class Shape:
     """The affected tables (the migrated one first)."""
     columns: dict[str, int] = field(default_factory=dict)
     """Table -> how many of its columns the migration converts."""
+    new_key_bytes: int | None = None
+    """Bytes of one new key stored raw (UUID192: 16, 24 with a segment);
+    ``None``: a UUIDv7, stored as the database stores them (the width the
+    estimate model's coefficients were fitted on)."""
 
     @property
     def rows(self) -> int:

@@ -42,10 +42,11 @@ OFFLINE = CostModel(
     peak_per_byte=1.58,
     kept_per_byte=1.58,
     logs=(
-        LogModel("rollback journal", per_byte=1.0),
+        LogModel("rollback journal", per_byte=1.0, new_values=False),
         LogModel("WAL file", per_byte=2.6, per_mapping_byte=1.0, applies="not calibrated"),
     ),
     lock=LockKind.WHOLE_RUN,
+    uuid7_bytes=32,  # SQLAlchemy's Uuid on SQLite: CHAR(32), hex
     time_spread=(0.5, 2.5),
     size_spread=(0.7, 1.4),
     log_spread=(0.7, 1.4),

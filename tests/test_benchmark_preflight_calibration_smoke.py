@@ -1,0 +1,42 @@
+"""The preflight calibration script runs, measures and re-estimates (no timing
+assertions): a small SQLite run for each target, then ``--table --again``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "preflight_calibration.py"
+
+
+def _run(*args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    return result.stdout
+
+
+def test_a_small_run_of_each_target_and_its_table(tmp_path: Path) -> None:
+    results = []
+    for target in (["--target", "uuid7"], ["--target", "uuid192", "--segment-sql", "7"]):
+        out = tmp_path / f"{target[1]}.json"
+        common = ["--sqlite", str(tmp_path), "--sizes", "300", "--no-chinook", "--out", str(out)]
+        printed = _run(*common, *target)
+        assert "| sqlite, offline | benchmark 300" in printed
+        results += json.loads(out.read_text())
+    [uuid7, uuid192] = results
+    assert uuid7["shape"]["new_key_bytes"] is None and uuid192["shape"]["new_key_bytes"] == 24
+    assert uuid192["dataset"] == "benchmark 300, uuid192"
+    for result in results:
+        assert result["measured"]["peak_disk"] > 0 and result["estimate"]["peak_disk"][1] > 0
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps(results))
+    table = _run("--table", str(both), "--again")
+    assert "benchmark 300, uuid192" in table
+    assert "| database, mode | seconds | peak_disk |" in table  # the errors, per mode
