@@ -303,7 +303,8 @@ def test_swap_gives_up_cleanly_when_locks_never_come(online_shop: Engine, blocke
 
 # The quick loop: PostgreSQL here; MariaDB's online undo before the swap puts
 # everything back in test_migration_uuid192_online_mariadb.py (undo from
-# prepare) and test_migration_online_versions_mariadb.py (undo before the swap).
+# prepare) and test_migration_online_versions_mariadb.py (the grants' test, undone
+# from prepare).
 @pytest.mark.slow_on("mariadb")
 def test_abort_before_the_swap_puts_everything_back(online_shop: Engine) -> None:
     with online_shop.connect() as conn:

@@ -20,7 +20,8 @@ from sqlalchemy.engine import Engine
 
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7, restore_pk_from_uuid7
 
-ONLINE = PkMigrationOptions(online=True, batch_size=50)
+# Batches of 500: nothing writes during these backfills (a few per table).
+ONLINE = PkMigrationOptions(online=True, batch_size=500)
 
 
 def _transfers(engine: Engine) -> None:

@@ -88,12 +88,14 @@ def shop(postgresql_private_engine: Engine) -> Iterator[tuple[Engine, str]]:
             conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {_q(f'{prefix}_{version}')} CASCADE")
 
 
-def _migrate(engine: Engine, phase: str, prefix: str) -> None:
+def _migrate(engine: Engine, phase: str, prefix: str, batch_size: int = 150) -> None:
+    """Migrate the shop to ``phase``; in batches of 150 (the children in four),
+    of 37 where an application writes during the backfill (more to write between)."""
     with engine.connect() as conn:
         migrate_pk_to_uuid7(
             conn,
             PARENT,
-            PkMigrationOptions(online=True, versions=prefix, batch_size=37),
+            PkMigrationOptions(online=True, versions=prefix, batch_size=batch_size),
             phase=phase,  # type: ignore[arg-type]
         )
 
@@ -328,7 +330,11 @@ def test_rows_written_through_either_version_are_complete_in_both(
         before.dispose()
 
 
-@pytest.mark.parametrize("phase", ["prepare", "swap"])
+@pytest.mark.parametrize(
+    # quick cover: the [prepare] case (the same grants through either version)
+    "phase",
+    ["prepare", pytest.param("swap", marks=pytest.mark.slow)],
+)
 def test_a_role_with_column_grants_only_uses_its_version(
     shop: tuple[Engine, str], phase: str
 ) -> None:
@@ -398,7 +404,16 @@ def test_the_undo_keeps_the_old_columns_indexed_until_its_own_are_built(
     assert _version_indexes(engine) == [] and _schemas(engine, prefix) == set()
 
 
-@pytest.mark.parametrize("swapped", [False, True], ids=["before-swap", "after-swap"])
+@pytest.mark.parametrize(
+    "swapped",
+    [
+        pytest.param(False, id="before-swap"),
+        # quick cover: tests/test_migration_online_versions.py::
+        #   test_the_undo_keeps_the_old_columns_indexed_until_its_own_are_built
+        # (undoes the swap with versions: the schemas and their indexes go)
+        pytest.param(True, id="after-swap", marks=pytest.mark.slow),
+    ],
+)
 def test_undo_drops_the_versions(shop: tuple[Engine, str], swapped: bool) -> None:
     engine, prefix = shop
     _migrate(engine, "swap" if swapped else "prepare", prefix)
@@ -538,7 +553,7 @@ def test_rollback_old_code_through_the_swap_and_its_undo(shop: tuple[Engine, str
     try:
         until([old], 10)
         world.phase = "revision A (expand, backfill, prepare)"
-        _migrate(engine, "prepare", prefix)
+        _migrate(engine, "prepare", prefix, batch_size=37)
         world.phase = "revision B (swap)"
         _migrate(engine, "swap", prefix)
         world.phase = "after the swap"

@@ -92,12 +92,14 @@ def shop(mariadb_private_engine: Engine) -> Iterator[tuple[Engine, str]]:
                 conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {_q(name)}")
 
 
-def _migrate(engine: Engine, phase: str, prefix: str) -> None:
+def _migrate(engine: Engine, phase: str, prefix: str, batch_size: int = 150) -> None:
+    """Migrate the shop to ``phase``; in batches of 150 (the children in four),
+    of 37 where an application writes during the backfill (more to write between)."""
     with engine.connect() as conn:
         migrate_pk_to_uuid7(
             conn,
             PARENT,
-            PkMigrationOptions(online=True, versions=prefix, batch_size=37),
+            PkMigrationOptions(online=True, versions=prefix, batch_size=batch_size),
             phase=phase,  # type: ignore[arg-type]
         )
 
@@ -310,7 +312,16 @@ def test_refused_by_name_before_anything_changes(shop: tuple[Engine, str]) -> No
         assert conn.exec_driver_sql(f"SHOW COLUMNS FROM {_q(PARENT)}").all()[0][1] == "bigint(20)"
 
 
-@pytest.mark.parametrize("swapped", [False, True], ids=["before-swap", "after-swap"])
+@pytest.mark.parametrize(
+    "swapped",
+    [
+        # quick cover: tests/test_migration_online_versions_mariadb.py::
+        #   test_the_applications_grants_reach_its_version
+        # (its [prepare] case undoes before the swap: the versions go, their grants too)
+        pytest.param(False, id="before-swap", marks=pytest.mark.slow),
+        pytest.param(True, id="after-swap"),
+    ],
+)
 def test_undo_drops_the_versions(shop: tuple[Engine, str], swapped: bool) -> None:
     engine, prefix = shop
     _migrate(engine, "swap" if swapped else "prepare", prefix)
@@ -348,7 +359,7 @@ def test_two_application_versions_write_through_the_whole_migration(
         old.start()
         until([old], 10)
         world.phase = "revision A (expand, backfill, prepare)"
-        _migrate(engine, "prepare", prefix)
+        _migrate(engine, "prepare", prefix, batch_size=37)
         timings["A"] = time.monotonic() - started
         old_engine = _version_engine(engine, "before", prefix)
         new_engine = _version_engine(engine, "after", prefix)
@@ -424,7 +435,7 @@ def test_rollback_old_code_through_the_swap_and_its_undo(
         old.start()
         until([old], 10)
         world.phase = "revision A (expand, backfill, prepare)"
-        _migrate(engine, "prepare", prefix)
+        _migrate(engine, "prepare", prefix, batch_size=37)
         old_engine = _version_engine(engine, "before", prefix)
         old.engine = old_engine
         world.phase = "between A and B"
@@ -554,7 +565,11 @@ def test_no_session_opens_while_the_tables_are_locked(shop: tuple[Engine, str]) 
     assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("phase", ["prepare", "swap"])
+@pytest.mark.parametrize(
+    # quick cover: the [prepare] case (the same grants copied to either version)
+    "phase",
+    ["prepare", pytest.param("swap", marks=pytest.mark.slow)],
+)
 def test_the_applications_grants_reach_its_version(shop: tuple[Engine, str], phase: str) -> None:
     """A user granted tables and columns, not the database, reads and writes
     them through its version's views (which read the tables as the migration's

@@ -123,6 +123,9 @@ def _on_update_tables(conn: Connection) -> None:
         )
 
 
+# quick cover: tests/test_migration_mariadb_offline.py::test_update_triggers_set_aside_offline
+# (MariaDB's ON UPDATE CURRENT_TIMESTAMP columns keep their values both ways)
+@pytest.mark.slow_on("mariadb")
 def test_columns_set_on_update_keep_their_values(private_engine: Engine) -> None:
     engine = private_engine
     with engine.begin() as conn:
@@ -320,6 +323,10 @@ def test_postgresql_every_blocker_in_one_refusal(postgresql_private_engine: Engi
 # -- 4. several tables: true messages, re-runs continue ---------------------------------
 
 
+# quick cover: the [postgresql] and [sqlite] cases (the plan and the re-run are the
+# engine's own), tests/test_migration_offline_keys.py::
+#   test_an_interrupted_run_finishes_with_the_same_keys
+@pytest.mark.slow_on("mariadb")
 def test_several_tables_plan_first_and_rerun_continues(private_engine: Engine) -> None:
     engine = private_engine
     with engine.begin() as conn:

@@ -306,6 +306,10 @@ def test_a_server_default_expression_is_kept_for_new_rows(private_engine: Engine
     assert made is not None and str(made[0]) == "01234567-89ab-cdef-0123-456789abcdef"
 
 
+# quick cover: uuid192_uuid() on MariaDB: tests/test_types_uuid192_partitions.py::
+#   test_uuid192_round_trip_and_join; the migration to UUID192 keys on MariaDB:
+#   test_keys_and_references_become_uuid192_with_the_rows_segment_and_come_back
+@pytest.mark.slow_on("mariadb")
 def test_uuidv7_models_and_uuid192_keys_join_on_the_leading_uuid(private_engine: Engine) -> None:
     """A table that stores the tenant's UUIDv7 (not its segment) joins the
     migrated table through ``uuid192_uuid()``."""

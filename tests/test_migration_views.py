@@ -74,6 +74,8 @@ def _rows(engine: Engine, p: str) -> dict[str, list[Any]]:
         }
 
 
+# quick cover: tests/test_migration_mariadb_offline.py::test_views_over_views_recreated_bases_first
+@pytest.mark.slow_on("mariadb")
 def test_views_recreated_on_upgrade_and_downgrade(engine: Engine, metadata: sa.MetaData) -> None:
     p = f"v{secrets.token_hex(2)}_"
     views = _schema(engine, metadata, p)

@@ -79,8 +79,8 @@ def test_round_trip_1_to_1_000_000(codec: OrderNumberCodec) -> None:
 
 def test_random_values_up_to_2_63(codec: OrderNumberCodec) -> None:
     rng = random.Random(63)
-    values = [rng.randrange(1, 2**63) for _ in range(20_000)]
-    values += [rng.randrange(1, 10 ** rng.randrange(1, 19)) for _ in range(20_000)]
+    values = [rng.randrange(1, 2**63) for _ in range(5_000)]
+    values += [rng.randrange(1, 10 ** rng.randrange(1, 19)) for _ in range(5_000)]
     skipped = set(codec.skipped_values())
     values = [v for v in values if v not in skipped]
     numbers = codec.encode_many(values)

@@ -122,15 +122,15 @@ class _Statements:
 def test_add_all_inserts_in_batches_not_one_statement_per_object(
     server_engine: Engine, model: type[Any]
 ) -> None:
-    rows = 2_500
+    rows = 1_500  # two blocks of keys, two pages of INSERTs: more than one of each
     statements = _Statements(server_engine)
     with orm.Session(server_engine) as session:
         objects = [model(n=n) for n in range(rows)]
         assert all(o.id is None for o in objects)  # no client-side key
         session.add_all(objects)
         session.flush()
-        # Before: 2,500 INSERT … RETURNING. Now: the keys come from at most
-        # 1 + ceil(2,500 / 1,000) SELECTs (one for a block of ticks), and the
+        # Before: 1,500 INSERT … RETURNING. Now: the keys come from at most
+        # 1 + ceil(1,500 / 1,000) SELECTs (one for a block of ticks), and the
         # INSERTs are batched like client-made keys (an executemany;
         # insertmanyvalues pages of 1,000).
         assert 1 <= statements.fetches() <= 1 + math.ceil(rows / PREFETCH_CHUNK)
