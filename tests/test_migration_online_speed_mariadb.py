@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from online_app import SHOPS_SQL, mariadb_schema, migrate_online
+from online_app import SHOPS, SHOPS_SQL, TEMP_KEY, mariadb_schema, migrate_online
 from sqlalchemy.engine import Engine
 
 from sqla_ids.migration import PkMigrationOptions, migrate_pk_to_uuid7
@@ -127,9 +127,12 @@ def test_a_backfill_batch_reads_no_catalog_and_fetches_no_rows(mdb: Engine) -> N
         # the mapping: the mapping is read only where the parent is not.
         assert "LEFT JOIN `shop s_uuid7_map`" not in one[1], one[1]
     parent = sent.of(PARENT_WALK)
-    locks = [s for s in parent if s.endswith("FOR UPDATE")]
+    # A parent batch locks its rows as it numbers them into its temporary
+    # table (FOR UPDATE in the derived table): nothing fetched, no statement
+    # of its own for the locks.
+    locks = [s for s in parent if "FOR UPDATE" in s]
     assert len(locks) > 2, parent
-    assert all(s.startswith("SELECT COUNT(*) FROM") for s in locks), locks
+    assert all(s.startswith("CREATE TEMPORARY TABLE sqla_ids_online_keys") for s in locks), locks
     assert len(_catalog(parent)) < len(locks), _catalog(parent)  # (was 2 a batch)
 
 
@@ -319,3 +322,91 @@ def test_a_child_with_two_not_null_references_is_rebuilt_once(roads: Engine) -> 
         ("to_id", "NO", "uuid"),
     ]
     assert [tuple(r) for r in rules] == [("road_from", "CASCADE"), ("road_to_city", "RESTRICT")]
+
+
+MAPPING = "`shop s_uuid7_map`"
+
+
+def test_a_parent_batch_maps_its_rows_in_one_statement(mdb: Engine) -> None:
+    """Each parent batch writes its rows' mapping entries in one ``INSERT ...
+    SELECT`` from its temporary table, its ``UPDATE`` running with the
+    parent's sync trigger quiet (``@sqla_ids_backfill``, set just for it):
+    the trigger no longer writes the mapping row by row (it did, a ``DELETE``
+    and an upsert per row -- about half of the ``UPDATE``'s time). Every
+    parent ends up mapped to its key, and no connection goes back to the pool
+    with the variable set."""
+    with recording(mdb) as sent:
+        migrate_online(mdb, "prepare", batch_time=0)
+    parent = sent.of(PARENT_WALK)
+    creates = _starting(parent, "CREATE TEMPORARY TABLE sqla_ids_online_keys")
+    assert len(creates) > 2, parent  # 300 shops in batches of 97
+    sequence = [
+        s
+        for s in parent
+        if s.startswith(("SET @sqla_ids_backfill", "UPDATE `shop s`", f"INSERT INTO {MAPPING}"))
+    ]
+    one = [
+        "SET @sqla_ids_backfill = 1",
+        "UPDATE `shop s` p JOIN sqla_ids_online_keys b",
+        "SET @sqla_ids_backfill = NULL",
+        f"INSERT INTO {MAPPING} (old_key, new_key) SELECT b.k, b.n FROM sqla_ids_online_keys b",
+    ]
+    assert len(sequence) == len(one) * len(creates), sequence
+    for i, s in enumerate(sequence):
+        assert s.startswith(one[i % len(one)]), (i, sequence)
+    with mdb.connect() as conn:
+        tmp = TEMP_KEY
+        assert conn.exec_driver_sql(
+            f"SELECT COUNT(*), SUM(m.new_key <=> s.`{tmp}`), COUNT(DISTINCT m.new_key)"
+            f" FROM {SHOPS_SQL} s LEFT JOIN {MAPPING} m ON m.old_key = s.id"
+        ).one() == (SHOPS, SHOPS, SHOPS)
+        pooled = [mdb.connect() for _ in range(mdb.pool.checkedin() or 1)]  # type: ignore[attr-defined]
+        try:
+            for c in pooled:
+                assert c.exec_driver_sql("SELECT @sqla_ids_backfill").scalar() is None
+        finally:
+            for c in pooled:
+                c.close()
+    migrate_online(mdb, "swap")
+    migrate_online(mdb, "contract")
+
+
+def test_the_parent_trigger_maps_every_write_but_the_backfills(mdb: Engine) -> None:
+    """While the parent's walk runs, a new key given by any session maps itself
+    through the trigger; one given with ``@sqla_ids_backfill`` set (what a
+    parent batch does, mapping its rows itself) does not -- the application
+    never sets it, so its writes are mapped as before."""
+    seen: dict[str, Any] = {}
+
+    def write_keys(step: str) -> None:
+        if step != PARENT_WALK:
+            return
+        with mdb.begin() as conn:
+            tmp = TEMP_KEY
+            first, second = conn.exec_driver_sql(
+                f"SELECT id FROM {SHOPS_SQL} ORDER BY id DESC LIMIT 2"
+            ).scalars()
+            keys = {first: "01900000-0000-7000-8000-000000000001"}
+            keys[second] = "01900000-0000-7000-8000-000000000002"
+            update = f"UPDATE {SHOPS_SQL} SET `{tmp}` = %s WHERE id = %s"
+            conn.exec_driver_sql(update, (keys[first], first))
+            conn.exec_driver_sql("SET @sqla_ids_backfill = 1")
+            try:
+                conn.exec_driver_sql(update, (keys[second], second))
+            finally:
+                conn.exec_driver_sql("SET @sqla_ids_backfill = NULL")
+            mapped = f"SELECT CAST(new_key AS CHAR) FROM {MAPPING} WHERE old_key = %s"
+            seen["first"] = conn.exec_driver_sql(mapped, (first,)).scalar()
+            seen["second"] = conn.exec_driver_sql(mapped, (second,)).scalar()
+            seen["keys"] = (keys[first], keys[second])
+            # As a batch does: the quiet write's row mapped by the writer.
+            conn.exec_driver_sql(
+                f"INSERT INTO {MAPPING} (old_key, new_key) VALUES (%s, %s)", (second, keys[second])
+            )
+
+    with recording(mdb, write_keys):
+        migrate_online(mdb, "prepare")  # its check proves every row mapped
+    assert seen["first"] == seen["keys"][0]
+    assert seen["second"] is None
+    migrate_online(mdb, "swap")
+    migrate_online(mdb, "contract")

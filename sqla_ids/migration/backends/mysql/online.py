@@ -137,8 +137,12 @@ _MIN_VERSION = (10, 5, 2)
 
 # The temporary table of a child backfill batch (one per session).
 _BATCH = "sqla_ids_online_batch"
-# The temporary table of a parent batch's keys made from a timestamp column.
+# The temporary table of a parent batch's keys.
 _KEYS = "sqla_ids_online_keys"
+# Set by a parent backfill batch for its UPDATE: the parent's sync trigger
+# leaves the mapping to the batch, which writes it set-wise (ParentKeys._mapped).
+# A user variable of the session (its name a constant, not data).
+_QUIET = "@sqla_ids_backfill"
 
 # The smallest buffer pool, as a share of the tables a migration rewrites, that
 # the benchmark measured without stalls over 1 s: with a sixth (128 MB for
@@ -741,7 +745,11 @@ def sync_trigger_statements(
         f"  UPDATE {m} SET old_key = NEW.{ok} WHERE new_key = OLD.{nk};",
         *([] if forward else _old_references_follow(dialect, plan, catalog, ok)),
         "END IF;",
-        f"IF NOT (NEW.{nk} <=> OLD.{nk}) AND NEW.{nk} IS NOT NULL AND NEW.{ok} IS NOT NULL THEN",
+        # Not for a parent backfill batch's UPDATE (before the swap): it maps
+        # its rows itself, set-wise (ParentKeys._mapped).
+        f"IF NOT (NEW.{nk} <=> OLD.{nk}) AND NEW.{nk} IS NOT NULL AND NEW.{ok} IS NOT NULL"
+        + (f" AND {_QUIET} IS NULL" if forward else "")
+        + " THEN",
         f"  DELETE FROM {m} WHERE new_key = OLD.{nk};",
         f"  {upsert}",
         "END IF;",
@@ -2397,54 +2405,78 @@ class ParentKeys(ParentKeysWalk):
             None if segment is None else "b.s",
         )
         s_sql = "" if segment is None else f", {segment} AS s"
-        # The batch's rows X-locked first: the UPDATE below would read them
-        # with S locks and upgrade them to X, and an application's DELETE
-        # queued between the two deadlocks with it (InnoDB then rolls back
-        # the application). Counted, not fetched: every row read is locked
-        # all the same, and the keys need not travel to the client.
-        connection.execute(
-            sa.text(
-                f"SELECT COUNT(*) FROM {t} WHERE {low}{k} <= :upto AND {tmp} IS NULL FOR UPDATE"
-            ),
-            {"after": after, "upto": upto},
-        ).all()
-        # The ordinals, numbered once into a temporary table of this session:
-        # the next batch goes on after the last one given. Counted as the
-        # first statement counted them, a row whose key moved into the range
-        # since (an old key changed to a negative one, before the first
-        # batch's) took one more than counted, and the next batch's first row
-        # the same ordinal -- one key number for two rows, their keys out of
-        # old-key order.
+        # One statement reads the batch's rows, X-locks them, numbers them
+        # and makes their keys, into a temporary table of this session:
+        # * X-locked as they are read (FOR UPDATE, in the derived table: the
+        #   rows of the parent): the UPDATE below would otherwise read them
+        #   with S locks and upgrade them to X, and an application's DELETE
+        #   queued between the two deadlocks with it (InnoDB then rolls back
+        #   the application). Every row numbered is therefore a row this
+        #   batch holds, still without a key: the UPDATE sets each of them,
+        #   and the mapping rows written from this table are exactly the
+        #   UPDATE's (see _mapped).
+        # * The ordinals numbered once, here: the next batch goes on after
+        #   the last one given. (Counted by an earlier statement instead, a
+        #   row whose key moved into the range since -- an old key changed to
+        #   a negative one, before the first batch's -- took one more than
+        #   counted, and the next batch's first row the same ordinal: one key
+        #   number for two rows, their keys out of old-key order.)
         done = self.ordinal or 0
         connection.execute(
             sa.text(
-                f"CREATE TEMPORARY TABLE {_KEYS} AS SELECT {k} AS k, :done + ROW_NUMBER() OVER"
-                f" (ORDER BY {k}) AS o{s_sql} FROM {t} WHERE {low}{k} <= :upto AND {tmp} IS NULL"
+                f"CREATE TEMPORARY TABLE {_KEYS} AS SELECT b.k, b.o, {key} AS n FROM"
+                f" (SELECT {k} AS k, :done + ROW_NUMBER() OVER (ORDER BY {k}) AS o{s_sql}"
+                f" FROM {t} WHERE {low}{k} <= :upto AND {tmp} IS NULL FOR UPDATE) b"
             ),
-            {"after": after, "upto": upto, "done": done},
+            {"after": after, "upto": upto, "done": done, "start": first_ms(plan)},
         )
         try:
             numbered = connection.exec_driver_sql(f"SELECT MAX(o) FROM {_KEYS}").scalar()
-            connection.execute(
-                sa.text(
-                    f"UPDATE {t} p JOIN {_KEYS} b ON p.{k} = b.k"
-                    f" SET p.{tmp} = {key}{self.keep}"
-                    f" WHERE p.{tmp} IS NULL"
-                ),
-                {"start": first_ms(plan)},
+            self._mapped(
+                connection,
+                f"UPDATE {t} p JOIN {_KEYS} b ON p.{k} = b.k"
+                f" SET p.{tmp} = b.n{self.keep} WHERE p.{tmp} IS NULL",
+                "b.n",
             )
         finally:
             connection.exec_driver_sql(f"DROP TEMPORARY TABLE IF EXISTS {_KEYS}")
         self.ordinal = done if numbered is None else int(numbered)
         return upto, int(count)
 
+    def _mapped(self, connection: Connection, update: str, value: str) -> None:
+        """Run ``update`` (the parent's rows of :data:`_KEYS` given their key,
+        ``value``) with the parent's sync trigger quiet, then map those rows in
+        one statement.
+
+        The trigger maps a row whose new key changes, one ``DELETE`` and one
+        upsert into the mapping per row -- about half of the backfill
+        ``UPDATE``'s time. This session's writes set only rows it locked
+        (every row of :data:`_KEYS`, none of which had a key), so the mapping
+        rows are those of :data:`_KEYS`, written set-wise with the trigger's
+        own upsert (a key chosen earlier for the old key, by a child written
+        before its parent, gives way to the row's, as the trigger has it), in
+        the same transaction: no other session sees a row keyed but not
+        mapped. The variable quiets only that part of the parent's trigger,
+        only for this statement (the application's sessions never set it),
+        and is unset even when the ``UPDATE`` fails."""
+        m = _q(connection, self.plan.mapping_table)
+        connection.exec_driver_sql(f"SET {_QUIET} = 1")
+        try:
+            connection.exec_driver_sql(update)
+        finally:
+            connection.exec_driver_sql(f"SET {_QUIET} = NULL")
+        connection.exec_driver_sql(
+            f"INSERT INTO {m} (old_key, new_key) SELECT b.k, {value} FROM {_KEYS} b"
+            " ON DUPLICATE KEY UPDATE new_key = VALUES(new_key)"
+        )
+
     def _timed(self, connection: Connection, low: str, after: Any, upto: Any) -> None:
         """The batch's keys with a timestamp column: the rule itself
         (:func:`sqla_ids.migration.core.mapping.key_numbers`: each row's time,
         kept from going back, after :attr:`prev`) and the old key's mark
         (:mod:`sqla_ids.migration.core.backfill`), made here from the rows read
-        and locked, set through a temporary table; the sync trigger maps each key
-        as the row takes it.
+        and locked, set through a temporary table and mapped with it
+        (:meth:`_mapped`).
 
         Not in SQL as offline: MariaDB's running ``MAX() OVER (... ROWS UNBOUNDED
         PRECEDING)`` reads the whole frame again for every row -- measured 0.1 s
@@ -2487,10 +2519,12 @@ class ParentKeys(ParentKeysWalk):
                     for (old, _, hex_), v in zip(rows, numbers, strict=True)
                 ],
             )
-            connection.exec_driver_sql(
-                f"UPDATE {t} p JOIN {_KEYS} b ON p.{k} = b.k"
-                f" SET p.{tmp} = {'UNHEX(b.n)' if plan.uuid192 else 'b.n'}"
-                f"{self.keep} WHERE p.{tmp} IS NULL"
+            n = "UNHEX(b.n)" if plan.uuid192 else "b.n"
+            self._mapped(
+                connection,
+                f"UPDATE {t} p JOIN {_KEYS} b ON p.{k} = b.k SET p.{tmp} = {n}{self.keep}"
+                f" WHERE p.{tmp} IS NULL",
+                n,
             )
         finally:
             connection.exec_driver_sql(f"DROP TEMPORARY TABLE IF EXISTS {_KEYS}")
