@@ -646,8 +646,21 @@ def _clock(seconds: float) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(seconds)) + f"{seconds % 1:.1f}"[1:]
 
 
+LOCKED_STEPS = ("swap", "undo swap")
+"""The locked steps (their DEBUG time: from before the lock to after the unlock)."""
+
+
+def _step_seconds(steps: list[tuple[float, float, str]]) -> dict[str, float]:
+    """Seconds per migration step name (summed: "backfill" is every batch)."""
+    totals: dict[str, float] = {}
+    for b, e, what in steps:
+        totals[what] = totals.get(what, 0.0) + (e - b)
+    return totals
+
+
 def _summary(seconds: float, w: dict[str, Any], r: dict[str, Any], check: str) -> dict[str, Any]:
     latencies = w["latencies"] + r["latencies"]
+    steps = _step_seconds(w["steps"])
     # quantiles() needs two samples; fewer (a stalled application) shows as nan.
     p99 = statistics.quantiles(latencies, n=100)[98] if len(latencies) > 1 else math.nan
     return {
@@ -667,6 +680,11 @@ def _summary(seconds: float, w: dict[str, Any], r: dict[str, Any], check: str) -
             for failure, (start, took) in zip(w["failures"], w["failed_at"], strict=True)
         ]
         + r["failures"],
+        # The migration's own statements: its steps' time (the runner's records
+        # and checks between them left out), and the locked step's alone.
+        "steps": steps,
+        "own_seconds": sum(steps.values()),
+        "locked_ms": sum(steps.get(what, 0.0) for what in LOCKED_STEPS) * 1000,
         "second": w.get("second"),  # of the statements: the new code's, through *after*
         "check": check,
         **w["logs"],
@@ -897,16 +915,42 @@ def _compare_versions(plain: list[Any], served: list[Any]) -> None:
     """What serving two versions (and the second application) costs: the
     medians with versions over those without, in the same run."""
     rows = []
+    measures = (
+        ("seconds", "time"),
+        ("own_seconds", "its steps' own time"),
+        ("max_ms", "longest statement"),
+        ("locked_ms", "locked step, ms"),
+        ("p99_ms", "p99"),
+    )
     for phase, label in (("up", "migration"), ("down", "downgrade")):
-        for key, what in (("seconds", "time"), ("max_ms", "longest statement"), ("p99_ms", "p99")):
-            a = _median([r[phase][key] for r in plain])
-            b = _median([r[phase][key] for r in served])
+        for key, what in measures:
+            a = _median([r[phase].get(key, math.nan) for r in plain])
+            b = _median([r[phase].get(key, math.nan) for r in served])
             rows.append([f"{label}: {what}", f"{a:.2f}", f"{b:.2f}", f"{b / a:.2f}x"])
     print(
         format_table(
             ["median of the rounds", "online", "with versions", "ratio"],
             rows,
             title="Serving two versions against the online migration without them (same run)",
+        )
+    )
+    # Where the difference is: each step's median time, the largest differences
+    # first (steps only one side runs -- the version databases' -- included).
+    rows = []
+    for phase, label in (("up", "migration"), ("down", "downgrade")):
+        names = {what for r in plain + served for what in r[phase].get("steps", {})}
+        diffs = []
+        for what in names:
+            a = _median([r[phase].get("steps", {}).get(what, 0.0) for r in plain])
+            b = _median([r[phase].get("steps", {}).get(what, 0.0) for r in served])
+            diffs.append((b - a, what, a, b))
+        for diff, what, a, b in sorted(diffs, key=lambda d: -abs(d[0]))[:6]:
+            rows.append([f"{label}: {what}", f"{a:.3f}", f"{b:.3f}", f"{diff:+.3f}"])
+    print(
+        format_table(
+            ["step (median s)", "online", "with versions", "difference"],
+            rows,
+            title="The steps whose time differs most with versions",
         )
     )
 

@@ -28,6 +28,7 @@ application version keeps one ``search_path`` for the whole migration.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
@@ -46,19 +47,6 @@ def _q(dialect: Dialect, name: str) -> str:
 
 def _tables(plan: PkMigrationPlan) -> list[str]:
     return sorted({plan.table, *(r.table for _, r in references(plan))})
-
-
-def _columns(connection: Connection, table: str) -> list[str]:
-    """``table``'s columns in their order (in the caller's ``search_path``)."""
-    return list(
-        connection.execute(
-            sa.text(
-                "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(:t)"
-                " AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
-            ),
-            {"t": _q(connection.dialect, table)},
-        ).scalars()
-    )
 
 
 def _renamed(plan: PkMigrationPlan, table: str, swapped: bool) -> tuple[dict[str, str], set[str]]:
@@ -83,28 +71,26 @@ def _renamed(plan: PkMigrationPlan, table: str, swapped: bool) -> tuple[dict[str
     return source, {tmp for _, tmp, _ in pairs}
 
 
-def _schema_of(connection: Connection) -> str:
-    return str(connection.execute(sa.text("SELECT current_schema()")).scalar_one())
-
-
 def _create_views(
     connection: Connection, plan: PkMigrationPlan, version: Version
 ) -> list[Statement]:
     """The schema of ``version`` and its views (built from the columns as they are
-    before the step that runs with them: the expand's end, or the swap)."""
+    before the step that runs with them: the expand's end, or the swap), in one
+    statement (see :func:`_batched`)."""
     schemas = plan_schemas(plan)
     if schemas is None:
         return []
     dialect = connection.dialect
     swapped = version == "before"
-    app = _schema_of(connection)
+    read = _read(connection, _tables(plan))
+    app = read.schema
     schema = _q(dialect, schemas[version])
-    statements = [Statement(f"CREATE SCHEMA IF NOT EXISTS {schema}")]
+    statements = [f"CREATE SCHEMA IF NOT EXISTS {schema}"]
     roles: set[str] = set()
     for table in _tables(plan):
         source, hidden = _renamed(plan, table, swapped)
         items = []
-        shown = [column for column in _columns(connection, table) if column not in hidden]
+        shown = [column for column in read.columns.get(table, []) if column not in hidden]
         for column in shown:
             if column in source:
                 items.append(f"{_q(dialect, source[column])} AS {_q(dialect, column)}")
@@ -114,108 +100,154 @@ def _create_views(
         # updatable, and the base table's defaults fill what it leaves out.
         view = f"{schema}.{_q(dialect, table)}"
         statements.append(
-            Statement(
-                f"CREATE VIEW {view} AS SELECT {', '.join(items)}"
-                f" FROM {_q(dialect, app)}.{_q(dialect, table)}"
-            )
+            f"CREATE VIEW {view} AS SELECT {', '.join(items)}"
+            f" FROM {_q(dialect, app)}.{_q(dialect, table)}"
         )
-        for role, privilege, grantable in _table_grants(connection, table):
+        for role, privilege, grantable in read.grants.get(table, []):
             roles.add(role)
             statements.append(
-                Statement(
-                    f"GRANT {privilege} ON {view} TO {_role(dialect, role)}"
-                    + (" WITH GRANT OPTION" if grantable else "")
-                )
+                f"GRANT {privilege} ON {view} TO {_role(dialect, role)}"
+                + (" WITH GRANT OPTION" if grantable else "")
             )
         # Column grants (``GRANT UPDATE (note) ON item``) go to the view's column
         # of that name: the one the base column *is* in this version (under
         # *after*, ``shop_id`` shows the UUID reference, granted as the
         # application's ``shop_id`` was). Built before the swap runs, so the
         # base columns are still the ones the application was granted.
-        for column, role, privilege, grantable in _column_grants(connection, table, shown):
+        for column, role, privilege, grantable in read.column_grants.get(table, []):
+            if column not in shown:
+                continue
             roles.add(role)
             statements.append(
-                Statement(
-                    f"GRANT {privilege} ({_q(dialect, column)}) ON {view}"
-                    f" TO {_role(dialect, role)}" + (" WITH GRANT OPTION" if grantable else "")
-                )
+                f"GRANT {privilege} ({_q(dialect, column)}) ON {view}"
+                f" TO {_role(dialect, role)}" + (" WITH GRANT OPTION" if grantable else "")
             )
     statements += [
-        Statement(f"GRANT USAGE ON SCHEMA {schema} TO {_role(dialect, role)}")
-        for role in sorted(roles)
+        f"GRANT USAGE ON SCHEMA {schema} TO {_role(dialect, role)}" for role in sorted(roles)
     ]
-    return statements
+    return [_batched(dialect, statements)]
+
+
+class _Code(str):
+    """A line of PL/pgSQL in a :func:`_batched` block, run as it is."""
+
+    __slots__ = ()
+
+
+def _batched(dialect: Dialect, statements: list[str], declare: str = "") -> Statement:
+    """``statements`` (plain SQL) run by one ``DO`` block: one round trip.
+
+    The swap and its undo run these with the tables locked, each round trip
+    a wait for every application statement on them (the undo's eleven drops,
+    one by one, took 5-10 ms of its lock on a loaded machine); in one transaction either
+    way, so one statement fails, or commits, with all the others. Each runs
+    by ``EXECUTE`` of its text as a literal: PL/pgSQL substitutes no variable
+    into it (a column named like one stays a column), and the names in it
+    are quoted as they would be outside."""
+    lines = [
+        line if isinstance(line, _Code) else f"EXECUTE {literal_for(dialect, line)};"
+        for line in statements
+    ]
+    body = "\n".join([declare + "BEGIN", *lines, "END"])
+    tag = "$sqla_ids_versions$"
+    while tag in body:
+        tag = tag[:-1] + "_$"
+    return Statement(f"DO {tag}\n{body}\n{tag}")
 
 
 def _role(dialect: Dialect, role: str) -> str:
     return "PUBLIC" if role == "PUBLIC" else _q(dialect, role)
 
 
-def _table_grants(connection: Connection, table: str) -> list[tuple[str, str, bool]]:
-    """``(grantee, privilege, grantable)`` of ``table``'s privileges a view can have:
+@dataclass
+class _Catalog:
+    """What a version's views are built from, for each table (by name)."""
+
+    schema: str
+    """The application's schema (``current_schema()``)."""
+    columns: dict[str, list[str]] = field(default_factory=dict)
+    """The table's columns in their order."""
+    grants: dict[str, list[tuple[str, str, bool]]] = field(default_factory=dict)
+    """``(grantee, privilege, grantable)`` of the table's privileges a view can have:
     the application's roles use the views with the privileges they have on the
     tables (the views read the tables with their owner's, the migration's role)."""
-    return [
-        (str(grantee), str(privilege), bool(grantable))
-        for grantee, privilege, grantable in connection.execute(
-            sa.text(
-                "SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,"
-                " a.privilege_type, a.is_grantable FROM pg_class c, aclexplode(c.relacl) a"
-                " WHERE c.oid = to_regclass(:t) AND a.grantee <> c.relowner"
-                " AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE')"
-                " ORDER BY 1, 2"
-            ),
-            {"t": _q(connection.dialect, table)},
-        ).all()
-    ]
-
-
-def _column_grants(
-    connection: Connection, table: str, columns: list[str]
-) -> list[tuple[str, str, str, bool]]:
-    """``(column, grantee, privilege, grantable)`` of ``columns``' own privileges
+    column_grants: dict[str, list[tuple[str, str, str, bool]]] = field(default_factory=dict)
+    """``(column, grantee, privilege, grantable)`` of its columns' own privileges
     (``pg_attribute.attacl``) that a view's column can have."""
-    return [
-        (str(column), str(grantee), str(privilege), bool(grantable))
-        for column, grantee, privilege, grantable in connection.execute(
-            sa.text(
-                "SELECT att.attname, CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
-                " ELSE pg_get_userbyid(a.grantee) END, a.privilege_type, a.is_grantable"
-                " FROM pg_attribute att JOIN pg_class c ON c.oid = att.attrelid,"
-                " aclexplode(att.attacl) a WHERE att.attrelid = to_regclass(:t)"
-                " AND att.attname = ANY(:c) AND a.grantee <> c.relowner"
-                " AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE') ORDER BY 1, 2, 3"
-            ),
-            {"t": _q(connection.dialect, table), "c": columns},
-        ).all()
-    ]
 
 
-def _drop_views(dialect: Dialect, plan: PkMigrationPlan, version: Version) -> list[Statement]:
+# One query for every table, where one per table and question took ten round
+# trips under the swap's lock (each an application statement's wait).
+_CATALOG = (
+    "WITH x AS (SELECT n, to_regclass(q) AS r FROM unnest(CAST(:n AS text[]),"
+    " CAST(:q AS text[])) AS x(n, q))"
+    " SELECT 0 AS kind, NULL AS n, current_schema()::text AS col, NULL AS grantee,"
+    " NULL AS privilege, false AS grantable, 0 AS pos"
+    " UNION ALL SELECT 1, x.n, att.attname::text, NULL, NULL, false, att.attnum"
+    " FROM x JOIN pg_attribute att ON att.attrelid = x.r"
+    " WHERE att.attnum > 0 AND NOT att.attisdropped"
+    " UNION ALL SELECT 2, x.n, NULL, CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+    " ELSE pg_get_userbyid(a.grantee)::text END, a.privilege_type, a.is_grantable, 0"
+    " FROM x JOIN pg_class c ON c.oid = x.r, aclexplode(c.relacl) a"
+    " WHERE a.grantee <> c.relowner AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE',"
+    " 'DELETE')"
+    " UNION ALL SELECT 3, x.n, att.attname::text, CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+    " ELSE pg_get_userbyid(a.grantee)::text END, a.privilege_type, a.is_grantable, 0"
+    " FROM x JOIN pg_attribute att ON att.attrelid = x.r JOIN pg_class c ON c.oid = att.attrelid,"
+    " aclexplode(att.attacl) a WHERE a.grantee <> c.relowner"
+    " AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE')"
+    " ORDER BY kind, pos, col, grantee, privilege"
+)
+
+
+def _read(connection: Connection, tables: list[str]) -> _Catalog:
+    """The columns and privileges of ``tables`` (in the caller's ``search_path``)."""
+    rows = connection.execute(
+        sa.text(_CATALOG),
+        {"n": tables, "q": [_q(connection.dialect, table) for table in tables]},
+    ).all()
+    read = _Catalog(schema=str(rows[0][2]))
+    for kind, table, column, grantee, privilege, grantable, _ in rows[1:]:
+        if kind == 1:
+            read.columns.setdefault(str(table), []).append(str(column))
+        elif kind == 2:
+            read.grants.setdefault(str(table), []).append(
+                (str(grantee), str(privilege), bool(grantable))
+            )
+        else:
+            read.column_grants.setdefault(str(table), []).append(
+                (str(column), str(grantee), str(privilege), bool(grantable))
+            )
+    return read
+
+
+def _drop_views(dialect: Dialect, plan: PkMigrationPlan, version: Version) -> list[str]:
     """Drop ``version``'s views of this migration, and its schema once empty (another
-    migration's views may still be in it)."""
+    migration's views may still be in it): lines of a :func:`_batched` block
+    declaring ``s``."""
     schemas = plan_schemas(plan)
     if schemas is None:
         return []
     schema = schemas[version]
-    statements = [
-        Statement(f"DROP VIEW IF EXISTS {_q(dialect, schema)}.{_q(dialect, table)}")
-        for table in _tables(plan)
+    lines = [
+        f"DROP VIEW IF EXISTS {_q(dialect, schema)}.{_q(dialect, table)}" for table in _tables(plan)
     ]
     # Every object in a schema depends on it (pg_depend): none left, it goes.
-    body = (
-        "DECLARE s oid;\nBEGIN\n"
-        f"SELECT oid INTO s FROM pg_namespace WHERE nspname = {literal_for(dialect, schema)};\n"
-        "IF s IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_depend WHERE refclassid ="
-        " 'pg_namespace'::regclass AND refobjid = s) THEN\n"
-        f"  EXECUTE format('DROP SCHEMA %I', {literal_for(dialect, schema)});\n"
-        "END IF;\nEND"
-    )
-    tag = "$sqla_ids_versions$"
-    while tag in body:
-        tag = tag[:-1] + "_$"
-    statements.append(Statement(f"DO {tag}\n{body}\n{tag}"))
-    return statements
+    lines += [
+        _Code(
+            f"SELECT oid INTO s FROM pg_namespace WHERE nspname = {literal_for(dialect, schema)};"
+        ),
+        _Code(
+            "IF s IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_depend WHERE refclassid ="
+            " 'pg_namespace'::regclass AND refobjid = s) THEN"
+        ),
+        f"DROP SCHEMA {_q(dialect, schema)}",
+        _Code("END IF;"),
+    ]
+    return lines
+
+
+_DECLARE_S = "DECLARE s oid;\n"
 
 
 def expand_views(connection: Connection, plan: PkMigrationPlan) -> list[Statement]:
@@ -226,7 +258,8 @@ def expand_views(connection: Connection, plan: PkMigrationPlan) -> list[Statemen
 def swap_views_first(connection: Connection, plan: PkMigrationPlan) -> list[Statement]:
     """First in the swap's transaction: *after*'s views go (the base tables become
     *after*; the views would otherwise follow their columns' renames)."""
-    return _drop_views(connection.dialect, plan, "after")
+    lines = _drop_views(connection.dialect, plan, "after")
+    return [_batched(connection.dialect, lines, _DECLARE_S)] if lines else []
 
 
 def swap_views_last(connection: Connection, plan: PkMigrationPlan) -> list[Statement]:
@@ -288,15 +321,14 @@ def unprepare_indexes(plan: PkMigrationPlan) -> list[Ddl]:
 
 def drop_all_views(dialect: Dialect, plan: PkMigrationPlan) -> list[Statement]:
     """Both versions' views and the old columns' indexes (contract, undo): before
-    the columns they read go."""
-    return (
+    the columns they read go. One statement (:func:`_batched`): the undo runs
+    it with the tables locked."""
+    lines = (
         _drop_views(dialect, plan, "after")
         + _drop_views(dialect, plan, "before")
-        + [
-            Statement(f"DROP INDEX IF EXISTS {_q(dialect, name)}")
-            for _, _, name, _ in old_indexes(plan)
-        ]
+        + [f"DROP INDEX IF EXISTS {_q(dialect, name)}" for _, _, name, _ in old_indexes(plan)]
     )
+    return [_batched(dialect, lines, _DECLARE_S)] if lines else []
 
 
 def version_views(connection: Connection, plan: PkMigrationPlan) -> set[str]:
@@ -364,9 +396,12 @@ def lock_views(connection: Connection, plan: PkMigrationPlan) -> list[str]:
         for schema in sorted(schemas.values())
         for table in [plan.table, *(t for t in _tables(plan) if t != plan.table)]
     ]
-    present = [
-        name
-        for name in names
-        if connection.execute(sa.text("SELECT to_regclass(:n)"), {"n": name}).scalar()
-    ]
-    return present
+    # One round trip (in the step's transaction, before its lock).
+    present = connection.execute(
+        sa.text(
+            "SELECT n FROM unnest(CAST(:n AS text[])) WITH ORDINALITY AS x(n, i)"
+            " WHERE to_regclass(n) IS NOT NULL ORDER BY i"
+        ),
+        {"n": names},
+    ).scalars()
+    return [str(name) for name in present]
