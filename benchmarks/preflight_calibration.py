@@ -508,14 +508,7 @@ def reestimate(result: dict[str, Any], central: bool = False) -> dict[str, Any]:
     model = backend.preflight.cost_model(online, server)
     assert model is not None
     if central:
-        model = dataclasses.replace(
-            model,
-            time_spread=(1.0, 1.0),
-            size_spread=(1.0, 1.0),
-            log_spread=(1.0, 1.0),
-            disk_allowance=0.0,
-            logs=tuple(dataclasses.replace(line, allowance=0.0) for line in model.logs),
-        )
+        model = model.central()
     new = shape.get("new_key_bytes")
     e = estimate(
         model, result["mode"], Shape(8, shape["parent_rows"], tables, new_key_bytes=new), server

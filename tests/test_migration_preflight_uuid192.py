@@ -11,8 +11,6 @@ its volume does not. docs/migration.md has the runs this was checked on.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -22,18 +20,6 @@ from sqla_ids.migration.core.estimate import CostModel, estimate
 from sqla_ids.migration.core.sizing import LogFacts, ServerFacts, Shape, TableSize
 
 MB = 1024 * 1024
-
-
-def _exact(model: CostModel) -> CostModel:
-    """The model's central values: no error spread, no allowance."""
-    return dataclasses.replace(
-        model,
-        time_spread=(1.0, 1.0),
-        size_spread=(1.0, 1.0),
-        log_spread=(1.0, 1.0),
-        disk_allowance=0.0,
-        logs=tuple(dataclasses.replace(line, allowance=0.0) for line in model.logs),
-    )
 
 
 def _models() -> dict[str, tuple[CostModel, ServerFacts]]:
@@ -52,7 +38,7 @@ def _models() -> dict[str, tuple[CostModel, ServerFacts]]:
     for name, module in (("postgresql", postgresql), ("mariadb", mariadb), ("sqlite", sqlite)):
         model = module.cost_model(False, servers[name])
         assert model is not None
-        found[name] = (_exact(model), servers[name])
+        found[name] = (model.central(), servers[name])
     return found
 
 

@@ -129,6 +129,18 @@ class CostModel:
     source: str = ""
     """Where the coefficients come from (the calibration runs)."""
 
+    def central(self) -> CostModel:
+        """This model's central values: no error spread, no allowance (what the
+        calibration compares measurements with)."""
+        return dataclasses.replace(
+            self,
+            time_spread=(1.0, 1.0),
+            size_spread=(1.0, 1.0),
+            log_spread=(1.0, 1.0),
+            disk_allowance=0.0,
+            logs=tuple(dataclasses.replace(line, allowance=0.0) for line in self.logs),
+        )
+
 
 def calibrated_on(server: str) -> str:
     """Where a database's coefficients come from (:attr:`CostModel.source`)."""
