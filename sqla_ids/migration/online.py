@@ -185,33 +185,53 @@ class OnlineRun:
         self.metadata_lock_wait = options.metadata_lock_wait
         self.retries = 0
         """Lock timeouts met (and retried) so far."""
+        self.outlast = False
+        """The next attempt waits past the server's deadlock check (a vacuum held
+        a table when the last one gave up: see ``OnlineStrategy.vacuum_holding``)."""
 
     def _retrying(self, attempt: Callable[[], T], what: str) -> T:
         delays = self.strategy.retry_delays(self.attempts)
         total = len(delays) + 1
         for number in range(1, total + 1):
             started = time.monotonic()
+            outlasting = self.outlast
             try:
                 result = attempt()
             except sa.exc.DBAPIError as error:
-                if not self.strategy.is_lock_timeout(error) or number == total:
-                    if self.strategy.is_lock_timeout(error):
-                        raise LockTimeoutError(
-                            f"{self.plan.table}: {what} did not get its locks within"
-                            f" {self.lock_timeout} s in {total} attempts (the"
-                            " application holds them); this step changed nothing, run"
-                            " the migration again to continue"
-                        ) from None
+                if not self.strategy.is_lock_timeout(error):
                     raise
-                self.retries += 1
                 self._took(f"{what} (no lock, retried)", started)
-                delay = delays[number - 1]
+                vacuum = self._vacuum_holding()
+                holder = (
+                    f"{', '.join(vacuum)} being vacuumed by the server"
+                    if vacuum
+                    else "the application"
+                )
+                if number == total:
+                    raise LockTimeoutError(
+                        f"{self.plan.table}: {what} did not get its locks within"
+                        f" {self.lock_timeout} s in {total} attempts ({holder} holds them);"
+                        " this step changed nothing, run the migration again to continue"
+                    ) from None
+                self.retries += 1
+                # A vacuum the server cancels for a wait past its deadlock check:
+                # the next attempt waits that long, at once (an attempt that did
+                # and still failed met one that is not cancelled -- a vacuum
+                # against wraparound -- and backs off as for the application).
+                self.outlast = bool(vacuum)
+                delay = 0.0 if vacuum and not outlasting else delays[number - 1]
                 logger.info(
-                    "%s: %s could not get its locks in time (attempt %d/%d); retrying in %.2f s",
+                    "%s: %s could not get its locks in time (attempt %d/%d): %s holds them%s;"
+                    " retrying in %.2f s",
                     self.plan.table,
                     what,
                     number,
                     total,
+                    holder,
+                    ": the next attempt outlasts the server's deadlock check, which cancels"
+                    " the vacuum"
+                    if vacuum
+                    else "",
                     delay,
                 )
                 time.sleep(delay)
@@ -219,6 +239,12 @@ class OnlineRun:
                 self._took(what, started)
                 return result
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _vacuum_holding(self) -> list[str]:
+        """The affected tables the server's maintenance holds (after a lock timeout)."""
+        tables = [*self.plan.affected_tables, self.plan.mapping_table]
+        with self.session.connect() as connection, connection.begin():
+            return self.strategy.vacuum_holding(connection, tables)
 
     def _took(self, what: str, started: float) -> None:
         # Every step's time at DEBUG: to tell which step an application's slow
@@ -229,8 +255,11 @@ class OnlineRun:
         """``work`` in one short transaction under ``lock_timeout``, retried."""
 
         def attempt() -> T:
+            outlast, self.outlast = self.outlast, False
             with self.session.connect() as connection, connection.begin():
                 self.strategy.set_lock_timeout(connection, self.lock_timeout, local=True)
+                if outlast:
+                    self.strategy.outlast_vacuum(connection, local=True)
                 return work(connection)
 
         return self._retrying(attempt, what)

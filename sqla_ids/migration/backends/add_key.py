@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -145,6 +145,13 @@ class LockWaits(Protocol):
     def is_lock_timeout(self, error: BaseException) -> bool:
         """Whether ``error`` is a lock wait that gave up."""
 
+    def vacuum_holding(self, connection: Connection, tables: Sequence[str]) -> list[str]:
+        """Which of ``tables`` the server's maintenance holds, which a longer wait
+        makes it give up (PostgreSQL's autovacuum)."""
+
+    def outlast_vacuum(self, connection: Connection, local: bool) -> None:
+        """Make the session's lock waits outlast the server's deadlock check."""
+
 
 def online_step(connection: Connection, online: LockWaits, plan: AddKeyPlan, sql: str) -> None:
     """Run one DDL statement of an online run under the run's ``lock_timeout``
@@ -157,15 +164,34 @@ def online_step(connection: Connection, online: LockWaits, plan: AddKeyPlan, sql
         execute_sql(connection, sql)
         return
     delays = online.retry_delays(STEP_ATTEMPTS)
+    outlast = False
     for attempt, delay in enumerate([*delays, None], 1):
         online.set_lock_timeout(connection, plan.options.lock_timeout, local=False)
+        if outlast:
+            online.outlast_vacuum(connection, local=False)
         try:
             execute_sql(connection, sql)
             return
         except Exception as error:
             if delay is None or not online.is_lock_timeout(error):
                 raise
-            logger.info("%s: %s met the lock timeout (attempt %d)", plan.table, sql, attempt)
+            vacuum = online.vacuum_holding(connection, [plan.table])
+            logger.info(
+                "%s: %s met the lock timeout (attempt %d%s)",
+                plan.table,
+                sql,
+                attempt,
+                f"; {', '.join(vacuum)} being vacuumed by the server: the next attempt"
+                " outlasts the server's deadlock check, which cancels it"
+                if vacuum
+                else "",
+            )
         finally:
             online.set_lock_timeout(connection, 0, local=False)
+        # A vacuum the server cancels: waited for once, at once (one that an
+        # attempt outlasting the check did not end is backed off from).
+        if vacuum and not outlast:
+            outlast = True
+            continue
+        outlast = bool(vacuum)
         time.sleep(delay)

@@ -190,6 +190,19 @@ class OnlineStrategy(ABC):
         """Undo the session settings :meth:`set_lock_timeout` made, before the
         connection returns to the application's pool (nothing by default)."""
 
+    def vacuum_holding(self, connection: Connection, tables: Sequence[str]) -> list[str]:
+        """Which of ``tables`` (or their partitions) the server's own maintenance
+        holds a lock on now that it gives up for a lock wait longer than its
+        deadlock check (PostgreSQL's autovacuum): a step that met a lock timeout
+        then waits that long once (:meth:`outlast_vacuum`) instead of being
+        retried until the maintenance ends. None by default."""
+        return []
+
+    def outlast_vacuum(self, connection: Connection, local: bool) -> None:  # noqa: B027
+        """Make this transaction's (``local``) or session's lock waits last past the
+        server's deadlock check (see :meth:`vacuum_holding`); called after
+        :meth:`set_lock_timeout`. Nothing by default."""
+
     @abstractmethod
     def is_lock_timeout(self, error: BaseException) -> bool:
         """Whether ``error`` is a lock wait that gave up (the step is retried)."""

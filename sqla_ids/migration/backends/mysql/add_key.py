@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -73,6 +73,13 @@ class _BoundedWaits:
     def is_lock_timeout(self, error: BaseException) -> bool:
         """Error 1205 or 1213 (:meth:`MariaDBOnline.is_lock_timeout`)."""
         return MariaDBOnline().is_lock_timeout(error)
+
+    def vacuum_holding(self, connection: Connection, tables: Sequence[str]) -> list[str]:
+        """None: MariaDB has no maintenance that a longer wait makes give up."""
+        return []
+
+    def outlast_vacuum(self, connection: Connection, local: bool) -> None:
+        """Nothing (see :meth:`vacuum_holding`)."""
 
 
 _SESSIONS = _BoundedWaits()

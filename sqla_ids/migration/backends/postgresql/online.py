@@ -819,6 +819,41 @@ def lock_statement(
     return _lock_all(dialect, [*first, *plain, *(_q(dialect, t) for t in _tables(plan))])
 
 
+# The relation {name} (SQL text of a regclass) and the tables a LOCK TABLE of
+# it takes too (partitions, inheriting tables), as a row set of oids.
+_TREE = (
+    "WITH RECURSIVE t(oid) AS (SELECT CAST({name} AS oid)"
+    " UNION SELECT i.inhrelid FROM pg_inherits i JOIN t ON i.inhparent = t.oid)"
+    " SELECT oid FROM t"
+)
+# Granted locks on that tree held by other sessions, l joined to their activity a.
+_HELD = (
+    "SELECT 1 FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'relation' AND l.granted AND l.pid IS DISTINCT FROM pg_backend_pid()"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND l.relation IN (" + _TREE + ")"
+)
+_AUTOVACUUM = "a.backend_type = 'autovacuum worker'"
+# lock_timeout past the deadlock check: deadlock_timeout plus the step's own
+# ({step}: SQL text of a lock_timeout value; '0' stays 0).
+_OUTLAST = (
+    "CASE WHEN {step} IN ('0', '0ms') THEN '0' ELSE CAST(CAST(extract(epoch FROM"
+    " CAST(current_setting('deadlock_timeout') AS interval) + CAST({step} AS interval))"
+    " * 1000 AS bigint) AS text) || 'ms' END"
+)
+
+
+def _vacuumed(name: str, only: bool = False) -> str:
+    """SQL: an autovacuum worker holds the relation named by the SQL text ``name``
+    (``only``: and no other session does)."""
+    tree = f"to_regclass({name})"
+    held = _HELD.format(name=tree)
+    sql = f"EXISTS ({held} AND {_AUTOVACUUM})"
+    if only:
+        sql += f" AND NOT EXISTS ({held} AND a.backend_type IS DISTINCT FROM 'autovacuum worker')"
+    return sql
+
+
 def _lock_all(dialect: Dialect, names: list[str], mode: str = "ACCESS EXCLUSIVE") -> Statement:
     """``names`` (quoted) locked in ``mode``, waiting for one at a time while
     holding none.
@@ -829,24 +864,41 @@ def _lock_all(dialect: Dialect, names: list[str], mode: str = "ACCESS EXCLUSIVE"
     that is busy gives back every lock taken (the block's subtransaction rolls
     back), and the next round waits for that one first, holding nothing. The
     application waits behind the step only for the object it is waiting for,
-    and never for a step that waits for the application."""
-    if len(names) == 1:
-        return Statement(f"LOCK TABLE {names[0]} IN {mode} MODE")
+    and never for a step that waits for the application.
+
+    Autovacuum holding an object is outlasted rather than given up to (see
+    :meth:`PostgreSQLOnline.vacuum_holding`): the wait for it lasts past the
+    deadlock check, which cancels the vacuum -- the first object's, holding
+    nothing; another's holding the ones before when autovacuum alone holds it
+    (it waits for nobody: there is no cycle to be in), since given back, the
+    first would be vacuumed again by the time the second is had (autovacuum
+    takes its next table within ``autovacuum_naptime``)."""
     array = ", ".join(literal_for(dialect, name) for name in names)
+    outlast = _OUTLAST.format(step="step")
     body = "\n".join(
         [
             f"DECLARE names text[] := ARRAY[{array}]; wait int := 1; waiting boolean;",
+            "  step text := current_setting('lock_timeout');",
             "BEGIN",
             f"FOR attempt IN 1..{2 * len(names) + 1} LOOP",
             "  BEGIN",
             "    waiting := true;",
+            f"    IF {_vacuumed('names[wait]')} THEN",
+            f"      PERFORM set_config('lock_timeout', {outlast}, true);",
+            "    END IF;",
             f"    EXECUTE 'LOCK TABLE ' || names[wait] || ' IN {mode} MODE';",
             "    waiting := false;",
             "    FOR i IN 1..array_length(names, 1) LOOP",
             "      CONTINUE WHEN i = wait;",
             "      wait := i;",
-            f"      EXECUTE 'LOCK TABLE ' || names[i] || ' IN {mode} MODE NOWAIT';",
+            f"      IF {_vacuumed('names[i]', only=True)} THEN",
+            f"        PERFORM set_config('lock_timeout', {outlast}, true);",
+            f"        EXECUTE 'LOCK TABLE ' || names[i] || ' IN {mode} MODE';",
+            "      ELSE",
+            f"        EXECUTE 'LOCK TABLE ' || names[i] || ' IN {mode} MODE NOWAIT';",
+            "      END IF;",
             "    END LOOP;",
+            "    PERFORM set_config('lock_timeout', step, true);",
             "    RETURN;",
             "  EXCEPTION WHEN lock_not_available THEN",
             "    IF waiting THEN RAISE; END IF;",
@@ -1263,6 +1315,48 @@ class PostgreSQLOnline(OnlineStrategy):
                 " || 'ms' END, :local)"
             ),
             {"ms": max(1, int(seconds * 1000)) if seconds else 0, "local": local},
+        )
+
+    def vacuum_holding(self, connection: Connection, tables: Sequence[str]) -> list[str]:
+        """The tables of ``tables`` (their partitions and inheriting tables
+        included: a ``LOCK TABLE`` takes them too) an autovacuum worker holds a
+        lock on now.
+
+        Autovacuum runs on a table soon after the backfill rewrote every row of
+        it, and its ``SHARE UPDATE EXCLUSIVE`` lock conflicts with every DDL
+        and ``VALIDATE`` of the migration. PostgreSQL cancels it for a session
+        that has waited ``deadlock_timeout`` (unless it runs to prevent
+        wraparound) -- never for the migration's waits, which give up at half
+        that: attempt after attempt failed for as long as the vacuum ran (the
+        contract of a 1M-row parent's migration retried 7 times, 13 s; a
+        100M-row table's vacuum runs for minutes). ``pg_locks`` and
+        ``backend_type`` are readable by every role."""
+        if not tables:
+            return []
+        q = connection.dialect.identifier_preparer.quote
+        held = _HELD.format(name="to_regclass(n)")
+        return [
+            str(name)
+            for name in connection.execute(
+                sa.text(
+                    f"SELECT n FROM unnest(CAST(:names AS text[])) n"
+                    f" WHERE EXISTS ({held} AND {_AUTOVACUUM}) ORDER BY n"
+                ),
+                {"names": [q(table) for table in tables]},
+            ).scalars()
+        ]
+
+    def outlast_vacuum(self, connection: Connection, local: bool) -> None:
+        """``lock_timeout`` raised to ``deadlock_timeout`` plus the step's own, for
+        this transaction (``local``) or the session: the wait outlasts the
+        deadlock check, which cancels the autovacuum holding the table
+        (:meth:`vacuum_holding`). The steps wait holding nothing (see
+        :func:`_lock_all`), so no application transaction can be the one that
+        waits for them; it queues behind the step for that one wait, about
+        ``deadlock_timeout`` (1 s by default)."""
+        outlast = _OUTLAST.format(step="current_setting('lock_timeout')")
+        connection.execute(
+            sa.text(f"SELECT set_config('lock_timeout', {outlast}, :local)"), {"local": local}
         )
 
     def is_lock_timeout(self, error: BaseException) -> bool:
