@@ -678,6 +678,9 @@ def test_the_fill_is_no_application_update(log: Engine, online: bool) -> None:
         pytest.skip("SQLite refuses online=True (test_refusals_before_any_change)")
     with log.begin() as conn:
         _audited(conn)
+        if online:  # (found again by it, row by row: refused unindexed)
+            q = conn.dialect.identifier_preparer.quote
+            conn.exec_driver_sql(f"CREATE INDEX seq_ix ON {q(TABLE)} ({q(SEQ)})")
     before = _snapshot(log)
     with log.connect() as conn:
         add_uuid7_key(conn, TABLE, column=KEY, order_by=SEQ, batch_size=BATCH, online=online)

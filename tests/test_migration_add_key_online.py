@@ -292,6 +292,47 @@ def test_online_refusals(online_private_engine: Engine, sqlite_engine: Engine) -
         add_uuid7_key(conn, "anything", online=True)
 
 
+def test_ordering_columns_without_an_index_are_refused(online_private_engine: Engine) -> None:
+    """Online, each row is found again by its ordering columns, one UPDATE per
+    row: without an index starting with them each reads the whole table (20,000
+    rows took 24 s on PostgreSQL against 0.56 s with one; MariaDB also locks
+    every row read). Refused by name, with the statement that builds one
+    without blocking writes, before anything changes. An index starting with
+    them (in any order) serves, as does a unique one over some of them; one
+    only ending with them, or (PostgreSQL) over some rows, does not."""
+    engine = online_private_engine
+    postgresql = engine.dialect.name == "postgresql"
+    _create(engine)
+    with engine.begin() as conn:
+        q = conn.dialect.identifier_preparer.quote
+        table, code = q(TABLE), q(CODE)
+        payload = q("payload") if postgresql else f"{q('payload')}(8)"
+        conn.exec_driver_sql(f"CREATE INDEX {q('ix ends')} ON {table} ({code}, {payload})")
+        if postgresql:
+            conn.exec_driver_sql(
+                f"CREATE INDEX {q('ix some')} ON {table} ({q('payload')})"
+                f" WHERE {q('payload')} > 'p1'"
+            )
+    with engine.connect() as conn:
+        before = dbsnapshot.schema(conn), dbsnapshot.rows(conn)
+    build = "CREATE INDEX CONCURRENTLY ON" if postgresql else "ADD INDEX"
+    with engine.connect() as conn, pytest.raises(MigrationRefusedError) as refused:
+        add_uuid7_key(conn, TABLE, column=KEY, online=True, order_by="payload")
+    message = str(refused.value)
+    assert "ordering columns (payload), and no index starts with them" in message, message
+    assert build in message and "nothing was changed" in message
+    with engine.connect() as conn:
+        assert (dbsnapshot.schema(conn), dbsnapshot.rows(conn)) == before
+    # (payload, code): "ix ends" starts with both; (payload, seq): SEQ's unique key.
+    for order in (("payload", SEQ), ("payload", CODE)):
+        with engine.connect() as conn:
+            add_uuid7_key(conn, TABLE, column=KEY, online=True, order_by=order)
+        with engine.connect() as conn:
+            assert sa.inspect(conn).get_pk_constraint(TABLE)["constrained_columns"] == [KEY]
+            drop_uuid7_key(conn, TABLE)
+            conn.commit()
+
+
 # Runs the online add in a child process and kills it (SIGKILL) at a chosen step.
 CHILD = """
 import os, signal, sys

@@ -132,6 +132,37 @@ def autocommit(connection: Connection) -> bool:
     return connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
 
 
+def unindexed_order(
+    indexes: list[tuple[list[str], bool]], plan: AddKeyPlan, create_index: str
+) -> list[str]:
+    """Online: the refusal when no index starts with the ordering columns.
+
+    An online fill finds each row again by its ordering columns (``UPDATE ...
+    WHERE <columns> = ...``, one per row): without an index each of them reads
+    the whole table -- measured on PostgreSQL, 20,000 rows took 24 s against
+    0.56 s with one (5,000: 1.8 s; it grows with the square of the rows: a
+    million would take hours), and on MariaDB each also locks every row it
+    reads. ``indexes``: the columns of each index over every row, in order, and
+    whether it is unique (one over some of the ordering columns alone finds one
+    row too); ``create_index``: how this database builds one without blocking
+    writes, ``{table}`` and ``{columns}`` to fill in (the message's)."""
+    order = set(plan.order_columns)
+    if not order or any(
+        set(names[: len(order)]) == order or (unique and set(names) <= order)
+        for names, unique in indexes
+    ):
+        return []
+    columns = ", ".join(plan.order_columns)
+    return [
+        f"online=True finds each row again by its ordering columns ({columns}), and no"
+        " index starts with them: each row's UPDATE would read the whole table (20,000"
+        " rows took 24 s against 0.56 s with one, growing with the square of the rows);"
+        " build one first, without blocking writes ("
+        + create_index.format(table=plan.table, columns=columns)
+        + "), or add the key offline"
+    ]
+
+
 class LockWaits(Protocol):
     """How a database's sessions bound their lock waits (its online strategy has
     these, :class:`~sqla_ids.migration.backends.base.OnlineStrategy`)."""

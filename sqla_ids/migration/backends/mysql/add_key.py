@@ -31,6 +31,7 @@ from sqla_ids.migration.backends.add_key import (
     explicit_transaction,
     install_default,
     online_step,
+    unindexed_order,
 )
 from sqla_ids.migration.backends.mysql import guards
 from sqla_ids.migration.backends.mysql.offline import park_triggers, unpark_triggers
@@ -352,7 +353,23 @@ class MariaDBOnlineKeyAdder(MariaDBKeyAdder):
                 "online=True needs server_default=True: rows the application inserts"
                 " meanwhile get their key from it"
             )
-        return found
+        # The indexes from the catalog: SQLAlchemy's reflection of MariaDB keeps
+        # a backtick in a name doubled (``se``q``), as SHOW CREATE TABLE quotes it.
+        indexes: dict[str, tuple[list[str], bool]] = {}
+        for index, column, non_unique in connection.execute(
+            sa.text(
+                "SELECT INDEX_NAME, COLUMN_NAME, NON_UNIQUE FROM information_schema.STATISTICS"
+                " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = :t"
+                " ORDER BY INDEX_NAME, SEQ_IN_INDEX"
+            ),
+            {"t": plan.table},
+        ).all():
+            indexes.setdefault(str(index), ([], not int(non_unique)))[0].append(str(column))
+        return found + unindexed_order(
+            list(indexes.values()),
+            plan,
+            "ALTER TABLE {table} ADD INDEX ({columns}), ALGORITHM=INPLACE, LOCK=NONE",
+        )
 
     def reached(self, connection: Connection, plan: AddKeyPlan) -> str:
         """From the catalog: no column, ``"nothing"``; the column without the

@@ -26,6 +26,7 @@ from sqla_ids.migration.backends.add_key import (
     explicit_transaction,
     install_default,
     online_step,
+    unindexed_order,
 )
 from sqla_ids.migration.backends.postgresql import writes
 from sqla_ids.migration.backends.postgresql.online import (
@@ -197,7 +198,20 @@ class PostgreSQLOnlineKeyAdder(PostgreSQLKeyAdder):
                 "online=True needs server_default=True: rows the application inserts"
                 " meanwhile get their key from it"
             )
-        return found + quiet_trigger_refusals(connection, [plan.table])
+        return (
+            found
+            + unindexed_order(
+                [
+                    (list(index.get("column_names") or []), bool(index.get("unique")))
+                    for index in inspector.get_indexes(plan.table)
+                    # (partial: not every row is in it)
+                    if index.get("dialect_options", {}).get("postgresql_where") is None
+                ],
+                plan,
+                "CREATE INDEX CONCURRENTLY ON {table} ({columns})",
+            )
+            + quiet_trigger_refusals(connection, [plan.table])
+        )
 
     def reached(self, connection: Connection, plan: AddKeyPlan) -> str:
         """From the catalog: no column, ``"nothing"``; the column without the
