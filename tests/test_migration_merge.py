@@ -105,3 +105,44 @@ def test_merge_rewrites_every_reference_and_keeps_history(
         assert rewritten[f"{p}audit.who"] == 1
     with engine.begin() as conn:
         history.drop(conn)
+
+
+def test_merge_with_hostile_names(engine: Engine, metadata: sa.MetaData) -> None:
+    """Backticks, quotes and spaces in the key's, the reference's and the unique
+    key's names: the key is found (MariaDB: SQLAlchemy's reflection returns a
+    backtick in a key's or an index's name doubled), the unique key over the
+    reference refuses the merge that would break it, and a merge rewrites the
+    reference."""
+    p = f"m{secrets.token_hex(2)}`'\" "
+    parent = sa.Table(f"{p}pa`rent", metadata, sa.Column("i`d \"k'", UUIDv7, primary_key=True))
+    child = sa.Table(
+        f"{p}ch`ild",
+        metadata,
+        sa.Column("n", sa.Integer, primary_key=True),
+        sa.Column("pa`rent id", UUIDv7, sa.ForeignKey(parent.c["i`d \"k'"]), nullable=False),
+        sa.Column("cl`ub", sa.String(10), nullable=False),
+        sa.UniqueConstraint("pa`rent id", "cl`ub", name=f"{p}u`q"),
+    )
+    metadata.create_all(engine)
+    ids = uuid7_batch(3)
+    with engine.begin() as conn:
+        conn.execute(parent.insert(), [{"i`d \"k'": i} for i in ids])
+        conn.execute(
+            child.insert(),
+            [
+                {"n": 1, "pa`rent id": ids[0], "cl`ub": "gold"},
+                {"n": 2, "pa`rent id": ids[1], "cl`ub": "gold"},
+                {"n": 3, "pa`rent id": ids[2], "cl`ub": "blue"},
+            ],
+        )
+    with engine.connect() as conn:
+        with pytest.raises(MigrationRefusedError, match="unique key"):
+            merge_uuids(conn, parent.name, {ids[1]: ids[0]})
+        assert merge_uuids(conn, parent.name, {ids[1]: ids[2]}) == 1
+        conn.commit()
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(child.c.n, child.c["pa`rent id"]).order_by(child.c.n))
+        assert [tuple(r) for r in rows] == [(1, ids[0]), (2, ids[2]), (3, ids[2])]
+        history = sa.Table(f"{parent.name}_uuid_merges", sa.MetaData(), autoload_with=conn)
+    with engine.begin() as conn:
+        history.drop(conn)

@@ -82,7 +82,13 @@ def merge_uuids(
             raise refuse(f"id {merged} is merged into itself")
         if kept in pairs:
             raise refuse(f"id {kept} is kept for {merged} but is itself merged into {pairs[kept]}")
-    parent = sa.Table(table, sa.MetaData(), autoload_with=connection)
+    # From the inspector's columns, not autoload_with=: SQLAlchemy's reflection of
+    # MariaDB doubles a backtick in a column's name (see core.reflected).
+    parent = sa.Table(
+        table,
+        sa.MetaData(),
+        *(sa.Column(c["name"], c["type"]) for c in reflected.values()),
+    )
     key = sa.column(column, key_type)
     ids = list(pairs) + list(set(pairs.values()))
     found = set(
