@@ -145,6 +145,33 @@ def test_autogenerate_rewrites_key_change_into_the_operation(
     assert "alter_column" not in down
 
 
+def test_autogenerate_rewrites_the_key_change_with_a_backtick_in_the_tables_names(
+    engine: Engine,
+) -> None:
+    """On every database. MariaDB: SQLAlchemy's reflection leaves out a foreign
+    key whose line in ``SHOW CREATE TABLE`` holds a backtick (2.1.9: here the
+    names made from the tables'), so the referencing column was not known to
+    follow the key: its ``alter_column`` stayed beside ``migrate_pk_to_uuid7``.
+    (A backtick in a column's name: Alembic's comparison itself reads the
+    doubled name SQLAlchemy reflects, and proposes a new column.)"""
+    p = f"g{secrets.token_hex(2)}`x_"
+    database = sa.MetaData()
+    _tables(database, p, sa.Integer())
+    database.create_all(engine)
+    model = sa.MetaData()
+    _tables(model, p, UUIDv7())
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            script = produce_migrations(context, model)
+            rewrite_pk_migrations(context, None, [script])
+            code = render_python_code(script.upgrade_ops)
+    finally:
+        database.drop_all(engine)
+    assert f"op.migrate_pk_to_uuid7('{p}orders')" in code
+    assert "alter_column" not in code, code
+
+
 def test_autogenerate_leaves_old_keys_and_mapping_alone(
     engine: Engine, metadata: sa.MetaData, project: Config, tmp_path: Path
 ) -> None:

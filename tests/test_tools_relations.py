@@ -15,6 +15,7 @@ from sqla_ids.cli import main
 from sqla_ids.identifiers import uuid7_batch
 from sqla_ids.tools.diagram import to_dot, to_mermaid
 from sqla_ids.tools.relations import RelationsReport, infer_relations, related_columns
+from sqla_ids.types.uuid7 import UUIDv7
 
 CUSTOMERS, ORDERS, LINES = 12, 30, 60
 
@@ -252,3 +253,44 @@ def test_migration_backups_are_left_out_unless_named(
     out = capsys.readouterr().out
     assert "left out (sqla_ids' own tables" in out and "rm_customers_uuid7_map" in out
     assert "rm_customers_uuid7_map." not in out  # not among the UUID columns
+
+
+def test_hostile_names_on_every_database(engine: Engine, metadata: sa.MetaData) -> None:
+    """Backticks, quotes and spaces in the tables' and columns' names: every UUID
+    column found under its name, the keys declared, the reference declared.
+    MariaDB: SQLAlchemy's reflection doubles a backtick in a column's and a key's
+    name and leaves out a foreign key with one (2.1.9) -- each UUID column's
+    count failed (1054) and the report was empty."""
+    parent = sa.Table("r`p 'o\"", metadata, sa.Column("i`d", UUIDv7, primary_key=True))
+    child = sa.Table(
+        "r`c 'o\"",
+        metadata,
+        sa.Column("i`d", UUIDv7, primary_key=True),
+        sa.Column("p`id \"x'", UUIDv7, sa.ForeignKey(parent.c["i`d"]), nullable=False),
+    )
+    metadata.create_all(engine)
+    ids = uuid7_batch(20)
+    with engine.begin() as conn:
+        conn.execute(parent.insert(), [{"i`d": i} for i in ids])
+        conn.execute(
+            child.insert(),
+            [{"i`d": k, "p`id \"x'": ids[n % 20]} for n, k in enumerate(uuid7_batch(40))],
+        )
+    report = infer_relations(engine, tables=[parent.name, child.name])
+    assert report.skipped == []
+    assert {(c.table, c.column) for c in report.columns} == {
+        (parent.name, "i`d"),
+        (child.name, "i`d"),
+        (child.name, "p`id \"x'"),
+    }
+    assert {(k.table, k.column) for k in report.primary_keys} == {
+        (parent.name, "i`d"),
+        (child.name, "i`d"),
+    }
+    [reference] = report.references
+    assert (reference.table, reference.column, reference.target_table) == (
+        child.name,
+        "p`id \"x'",
+        parent.name,
+    )
+    assert reference.declared and reference.target_column == "i`d"

@@ -37,8 +37,10 @@ from sqla_ids.alembic.migrate_pk import (
     RestorePksFromUUID7Op,
 )
 from sqla_ids.alembic.order_numbers import AddOrderNumberColumnOp
-from sqla_ids.dialects import UnsupportedDialectError
+from sqla_ids.dialects import UnsupportedDialectError, for_dialect
+from sqla_ids.dialects.base import reflected_references
 from sqla_ids.migration.backends import backend_for
+from sqla_ids.migration.core.reflected import inspect
 from sqla_ids.types.order_number import FormattedOrderNumber
 
 # Next to Alembic's "Detected ..." lines of ``alembic revision --autogenerate``.
@@ -72,7 +74,7 @@ def _alter_pk_to_uuid7(
     downgrade = _is_uuid7(op.existing_type) and _is_old_key_type(op.modify_type)
     if not (upgrade or downgrade) or context.connection is None:
         return op
-    pk = sa.inspect(context.connection).get_pk_constraint(op.table_name)
+    pk = inspect(context.connection).get_pk_constraint(op.table_name)
     if pk.get("constrained_columns") != [op.column_name]:
         return op
     if upgrade:
@@ -91,7 +93,7 @@ def _timestamp_candidate(connection: sa.Connection, table: str) -> str | None:
     """A ``created_at``-like date/time column of ``table`` (by name, else the first one)."""
     timed = [
         column["name"]
-        for column in sa.inspect(connection).get_columns(table)
+        for column in inspect(connection).get_columns(table)
         if isinstance(column["type"], sa.DateTime | sa.Date)
     ]
     for name in _CREATED_NAMES:
@@ -104,13 +106,15 @@ def _timestamp_candidate(connection: sa.Connection, table: str) -> str | None:
 
 def _references(context: Any, tables: set[str]) -> set[tuple[str, str]]:
     """(table, column) of every FK column pointing at one of ``tables``."""
-    inspector = sa.inspect(context.connection)
-    found: set[tuple[str, str]] = set()
-    for t in inspector.get_table_names():
-        for fk in inspector.get_foreign_keys(t):
-            if fk["referred_table"] in tables:
-                found.update((t, c) for c in fk["constrained_columns"])
-    return found
+    # The database's scanning reads them as the database has them (MariaDB: from
+    # its catalog; SQLAlchemy's reflection leaves out one with a backtick in a name).
+    connection = context.connection
+    everything = set(sa.inspect(connection).get_table_names())
+    try:
+        declared = for_dialect(connection.dialect).declared_references(connection, None, everything)
+    except UnsupportedDialectError:  # (not one of ours: SQLAlchemy's reflection)
+        declared = reflected_references(connection, None, everything)
+    return {(t, c) for t, c, referred, _ in declared if referred in tables}
 
 
 def _walk(items: list[Any]) -> list[Any]:

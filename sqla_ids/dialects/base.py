@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.types import TypeEngine
 
@@ -88,6 +89,18 @@ class Database:
         """Raise :class:`UnsupportedDialectError` for ``feature`` on this database."""
         message = f"{feature} is not supported on {self.label}"
         raise UnsupportedDialectError(f"{message} ({hint})" if hint else message)
+
+    def reflected_name(self, name: str) -> str:
+        """A name as SQLAlchemy's reflection of this database returns it, as the
+        database has it (the same, but on MariaDB/MySQL)."""
+        return name
+
+    def declared_references(
+        self, connection: Connection, schema: str | None, tables: set[str]
+    ) -> set[tuple[str, str, str, str]]:
+        """``(table, column, referred table, referred column)`` of each column pair
+        of the foreign keys declared on ``tables`` (SQLAlchemy's reflection)."""
+        return reflected_references(connection, schema, tables)
 
     # --- concerns (built by each database's subpackage) ------------------------
 
@@ -234,6 +247,21 @@ class Database:
     def order_number_format_check(self, column_sql: str, layout: OrderNumberFormat) -> str:
         """CHECK constraint text: ``column_sql`` matches exactly the display format."""
         self.unsupported("the order-number format CHECK")
+
+
+def reflected_references(
+    connection: Connection, schema: str | None, tables: set[str]
+) -> set[tuple[str, str, str, str]]:
+    """:meth:`Database.declared_references` from SQLAlchemy's reflection (any database)."""
+    inspector = sa.inspect(connection)
+    found: set[tuple[str, str, str, str]] = set()
+    for table in tables:
+        for fk in inspector.get_foreign_keys(table, schema=schema):
+            for source, target in zip(
+                fk["constrained_columns"], fk["referred_columns"], strict=True
+            ):
+                found.add((table, source, fk["referred_table"], target))
+    return found
 
 
 def registered() -> dict[str, type[Database]]:

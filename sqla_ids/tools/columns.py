@@ -103,11 +103,14 @@ def candidate_columns(
     # One reflection query per kind of object for the whole schema, not per table.
     columns = inspector.get_multi_columns(schema=schema, filter_names=names)
     keys = inspector.get_multi_pk_constraint(schema=schema, filter_names=names)
+    # The names as the database has them (MariaDB: see Database.reflected_name).
+    name = for_dialect(connection.dialect).reflected_name
     found: list[CandidateColumn] = []
     for table in names:
         constraint = keys.get((schema, table))
-        primary = tuple(constraint["constrained_columns"] if constraint else ())
-        for column in columns.get((schema, table), []):
+        primary = tuple(name(c) for c in (constraint["constrained_columns"] if constraint else ()))
+        for reflected in columns.get((schema, table), []):
+            column: dict[str, Any] = {**reflected, "name": name(reflected["name"])}
             kind = column_kind(column["type"], connection.dialect)
             if kind is None:
                 continue

@@ -321,15 +321,7 @@ def _key_candidate(column: UuidColumn) -> KeyCandidate | None:
 def _declared_references(
     connection: Connection, schema: str | None, tables: set[str]
 ) -> set[tuple[str, str, str, str]]:
-    inspector = sa.inspect(connection)
-    found: set[tuple[str, str, str, str]] = set()
-    for table in tables:
-        for fk in inspector.get_foreign_keys(table, schema=schema):
-            for source, target in zip(
-                fk["constrained_columns"], fk["referred_columns"], strict=True
-            ):
-                found.add((table, source, fk["referred_table"], target))
-    return found
+    return for_dialect(connection.dialect).declared_references(connection, schema, tables)
 
 
 def infer_relations(

@@ -12,10 +12,14 @@ of the same name.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+
+from sqla_ids.dialects.base import UnsupportedDialectError, for_dialect
 
 
 def current_schema(connection: Connection) -> str | None:
@@ -28,31 +32,33 @@ def current_schema(connection: Connection) -> str | None:
     return str(current)
 
 
-def _backticks(names: Any) -> Any:
-    """A name (or list of names) as MariaDB/MySQL has it: SQLAlchemy's reflection
-    of their columns, keys and indexes parses ``SHOW CREATE TABLE``, and returns a
-    backtick inside a name doubled, as quoted there (``se``q`` for ``se`q``;
-    SQLAlchemy 2.1.9; its foreign keys with one are not reflected at all)."""
-    if isinstance(names, str):
-        return names.replace("``", "`")
-    if isinstance(names, list):
-        return [_backticks(name) for name in names]
-    return names
+def _unquoted(found: dict[str, Any], name: Callable[[str], str], *keys: str) -> dict[str, Any]:
+    """``found`` with the names under ``keys`` (a name or a list) as the database has them."""
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            return name(value)
+        return [fix(v) for v in value] if isinstance(value, list) else value
+
+    return {key: fix(value) if key in keys else value for key, value in found.items()}
 
 
-def _unquoted(found: dict[str, Any], *keys: str) -> dict[str, Any]:
-    return {key: _backticks(value) if key in keys else value for key, value in found.items()}
+def _as_reflected(name: str) -> str:
+    return name
 
 
 class Inspector:
     """The inspector calls the migration makes, in :func:`current_schema`; on
     MariaDB/MySQL the names of columns, keys and indexes with a backtick as they
-    are (see :func:`_backticks`)."""
+    are (see :meth:`~sqla_ids.dialects.base.Database.reflected_name`)."""
 
     def __init__(self, connection: Connection) -> None:
         self.inner = sa.inspect(connection)
         self.schema = current_schema(connection)
-        self.backticks = connection.dialect.name in ("mysql", "mariadb")
+        self.name: Callable[[str], str] = _as_reflected
+        # (A database not one of ours: the names as reflected.)
+        with contextlib.suppress(UnsupportedDialectError):
+            self.name = for_dialect(connection.dialect).reflected_name
 
     def get_table_names(self) -> list[str]:
         """Tables of the schema."""
@@ -64,17 +70,13 @@ class Inspector:
 
     def get_columns(self, table: str) -> list[Any]:
         """SQLAlchemy's reflected columns of ``table``."""
-        found = list(self.inner.get_columns(table, schema=self.schema))
-        if self.backticks:
-            return [_unquoted(dict(column), "name") for column in found]
-        return found
+        found = self.inner.get_columns(table, schema=self.schema)
+        return [_unquoted(dict(column), self.name, "name") for column in found]
 
     def get_pk_constraint(self, table: str) -> Any:
         """SQLAlchemy's reflected primary key of ``table``."""
         found = self.inner.get_pk_constraint(table, schema=self.schema)
-        if self.backticks:
-            return _unquoted(dict(found), "constrained_columns", "name")
-        return found
+        return _unquoted(dict(found), self.name, "constrained_columns", "name")
 
     def get_foreign_keys(self, table: str) -> list[Any]:
         """SQLAlchemy's reflected foreign keys of ``table``."""
@@ -82,19 +84,15 @@ class Inspector:
 
     def get_indexes(self, table: str) -> list[Any]:
         """SQLAlchemy's reflected indexes of ``table``."""
-        found = list(self.inner.get_indexes(table, schema=self.schema))
-        if self.backticks:
-            keys = ("name", "column_names", "duplicates_constraint")
-            return [_unquoted(dict(index), *keys) for index in found]
-        return found
+        found = self.inner.get_indexes(table, schema=self.schema)
+        keys = ("name", "column_names", "duplicates_constraint")
+        return [_unquoted(dict(index), self.name, *keys) for index in found]
 
     def get_unique_constraints(self, table: str) -> list[Any]:
         """SQLAlchemy's reflected unique constraints of ``table``."""
-        found = list(self.inner.get_unique_constraints(table, schema=self.schema))
-        if self.backticks:
-            keys = ("name", "column_names", "duplicates_index")
-            return [_unquoted(dict(unique), *keys) for unique in found]
-        return found
+        found = self.inner.get_unique_constraints(table, schema=self.schema)
+        keys = ("name", "column_names", "duplicates_index")
+        return [_unquoted(dict(unique), self.name, *keys) for unique in found]
 
 
 def inspect(connection: Connection) -> Inspector:
