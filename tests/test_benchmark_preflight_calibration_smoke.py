@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "preflight_calibration.py"
 
 
@@ -22,6 +24,15 @@ def _run(*args: str) -> str:
     return result.stdout
 
 
+# A benchmark script's smoke run (three interpreters, two migrations measured):
+# with the slow tests, like the other benchmarks' smoke runs.
+# quick cover: what it calls of the package -- the preflight and its estimates
+# with a UUIDv7 and a UUID192 key: tests/test_migration_preflight.py::
+#   test_offline_preflight_statements_are_the_ones_run[sqlite] and
+#   test_uuid192_preflight_statements_are_the_ones_run[sqlite],
+#   tests/test_migration_preflight_uuid192.py::
+#   test_a_uuid192_key_changes_the_disk_and_log_estimates_by_its_width
+@pytest.mark.slow
 def test_a_small_run_of_each_target_and_its_table(tmp_path: Path) -> None:
     results = []
     for target in (["--target", "uuid7"], ["--target", "uuid192", "--segment-sql", "7"]):

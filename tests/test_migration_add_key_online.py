@@ -125,6 +125,11 @@ ORDERS = {
 }
 
 
+# quick cover: the [postgresql-order_by] case (the same writer and checks);
+# MariaDB's online add-key, its triggers and batches: tests/test_migration_add_key.py::
+#   test_the_fill_is_no_application_update[mariadb-online], and
+#   test_a_transaction_holding_the_table_is_waited_out[mariadb]
+@pytest.mark.slow_on("mariadb")
 @pytest.mark.parametrize(
     "order",
     [

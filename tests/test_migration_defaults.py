@@ -63,6 +63,12 @@ KEYS = {
 }
 
 
+# quick cover: the [postgresql-identity] and [postgresql-serial] cases (the
+# default's swap and return are the engine's own); MariaDB's AUTO_INCREMENT key
+# migrated and back: tests/test_migration_views.py::
+#   test_mariadb_interrupted_swap_with_views_resumes[swap:1], and
+#   tests/test_migration_mariadb_offline.py::test_backtick_in_key_name_round_trip_keeps_everything
+@pytest.mark.slow_on("mariadb")
 @pytest.mark.parametrize("case", sorted(KEYS))
 def test_server_fills_uuid7_then_the_old_default_returns(
     request: pytest.FixtureRequest, case: str

@@ -95,6 +95,10 @@ def _use(conn: sa.Connection, tenant: str) -> None:
     conn.commit()
 
 
+# quick cover: the [postgresql] case (the caller's schema, then its session as
+# it was); MariaDB's run on the caller's database and its connection handed
+# back: test_a_run_keeps_one_connection_for_its_transactions_and_hands_all_back_clean[mariadb]
+@pytest.mark.slow_on("mariadb")
 def test_the_callers_tenant_is_migrated(tenants: tuple[Engine, str, str]) -> None:
     engine, home, other = tenants
     with engine.connect() as conn:

@@ -31,6 +31,20 @@ REVIEW_WALK = "review.shop_id new references"
 NULLED = "review.shop_id references set NULL"
 PARENT_WALK = "shop s.id new keys"
 
+# With the slow tests: what these count is what each step sends, not a path of
+# its own -- every statement they count is sent in the quick loop by the same
+# MariaDB online migration of the same shop.
+# quick cover: tests/test_migration_online.py::
+#   test_every_phase_with_the_application_writing[mariadb]
+# (the shop's backfills, parent trigger, SET NULL sweep and rebuilds, with a
+# writer); tests/test_migration_online_mariadb.py::
+#   test_a_reference_set_null_after_its_backfill_is_swept_again (a sweep with
+#   rows to set NULL); the roads' RESTRICT references and two rebuilt
+#   references of one child: tests/test_migration_statements.py::
+#   test_mariadb_swap_of_a_self_reference_renames_each_index_once and
+#   tests/test_migration_mariadb_offline.py::test_update_triggers_guarded_online
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def mdb(mariadb_private_engine: Engine) -> Engine:

@@ -199,6 +199,13 @@ def test_the_segment_from_an_expression_or_none(
     assert _snapshot(engine) == before
 
 
+# quick cover: the [postgresql] case (a segment past 2**63 through the engine);
+# MariaDB's BIGINT UNSIGNED segment column migrated and restored:
+# test_keys_and_references_become_uuid192_with_the_rows_segment_and_come_back[mariadb];
+# a segment of 2**64 - 1 through the same segment_hex_sql on MariaDB:
+# tests/test_migration_uuid192_online_mariadb.py::
+#   test_a_child_written_before_its_parent_takes_the_parents_segment
+@pytest.mark.slow_on("mariadb")
 def test_segments_up_to_2_64_minus_1(private_engine: Engine) -> None:
     """The segment is unsigned 64-bit: PostgreSQL's ``numeric`` and MariaDB's
     ``BIGINT UNSIGNED`` hold values past ``2**63``, which must come out whole.

@@ -190,6 +190,10 @@ def test_bad_arguments(sqlite_engine: Engine) -> None:
         infer_relations(sqlite_engine, sample_rows=0)
 
 
+# quick cover: the [postgresql] and [sqlite] cases (the command line is the
+# same); MariaDB's relations: test_infers_keys_and_references[mariadb] and
+# test_mermaid_and_dot[mariadb]
+@pytest.mark.slow_on("mariadb")
 def test_cli_relations(shop: Engine, capsys: pytest.CaptureFixture[str]) -> None:
     url = shop.url.render_as_string(hide_password=False)
     tables = ["--table", "rl_customers", "--table", "rl_orders"]
@@ -208,6 +212,10 @@ def test_cli_relations(shop: Engine, capsys: pytest.CaptureFixture[str]) -> None
     assert "TABLE.COLUMN" in capsys.readouterr().err
 
 
+# quick cover: the [postgresql] and [sqlite] cases (the report's filter is the
+# tool's own); a migrated MariaDB schema's tables: tests/test_cli_migrate.py::
+#   test_offline_ctrl_c_says_what_it_left[mariadb]
+@pytest.mark.slow_on("mariadb")
 def test_migration_backups_are_left_out_unless_named(
     private_engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
