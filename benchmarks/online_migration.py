@@ -38,6 +38,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -606,6 +607,60 @@ def _connect(url: str) -> Iterator[sa.Connection]:
         engine.dispose()
 
 
+class _LockWindows:
+    """When the migration's own session held the tables locked (wall clock, as
+    the application's records): from a lock statement that succeeded --
+    MariaDB's ``LOCK TABLES``, PostgreSQL's ``LOCK TABLE`` in the lock block --
+    to ``UNLOCK TABLES`` or the commit. The locked steps' DEBUG time also
+    counts what they do around the lock (MariaDB serving versions: the
+    replacement sessions opened before it, the view replacements waited for
+    after it), which the application does not wait for on the tables."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self.windows: list[tuple[float, float]] = []
+        # (seconds, the statement's start) of each statement the session ran
+        # holding the tables: where a locked window goes.
+        self.statements: list[tuple[float, str]] = []
+        self._since: float | None = None
+        self._thread = threading.get_ident()
+        self._hooks = (
+            ("before_cursor_execute", self._before),
+            ("after_cursor_execute", self._after),
+            ("commit", self._commit),
+        )
+        for name, hook in self._hooks:
+            sa.event.listen(engine, name, hook)
+
+    def close(self) -> None:
+        for name, hook in self._hooks:
+            sa.event.remove(self.engine, name, hook)
+
+    def _end(self) -> None:
+        if self._since is not None:
+            self.windows.append((self._since, time.time()))
+            self._since = None
+
+    def _before(self, conn: Any, cursor: Any, sql: str, *args: Any) -> None:
+        if threading.get_ident() == self._thread and sql.startswith("UNLOCK TABLES"):
+            self._end()
+        conn.info["sqla_ids_bench_began"] = time.time()
+
+    def _after(self, conn: Any, cursor: Any, sql: str, *args: Any) -> None:
+        if threading.get_ident() != self._thread:
+            return
+        began = float(conn.info["sqla_ids_bench_began"])
+        locks = sql.startswith("LOCK TABLES") or (sql.startswith("DO") and "LOCK TABLE" in sql)
+        if locks and self._since is None:
+            self._since = began
+        if self._since is not None:
+            self.statements.append((time.time() - began, " ".join(sql.split())[:60]))
+
+    def _commit(self, conn: Any) -> None:
+        if threading.get_ident() == self._thread:
+            self._end()
+
+
 class _StepLog(logging.Handler):
     """The migration's steps as (start, end, what), from its DEBUG records."""
 
@@ -685,6 +740,21 @@ def _summary(seconds: float, w: dict[str, Any], r: dict[str, Any], check: str) -
         "steps": steps,
         "own_seconds": sum(steps.values()),
         "locked_ms": sum(steps.get(what, 0.0) for what in LOCKED_STEPS) * 1000,
+        # What the application waits for at them: the tables held locked, and
+        # its longest statement running while they were (0: none over SLOW).
+        "held_ms": sum(e - b for b, e in w.get("locks", [])) * 1000,
+        "held_longest": [
+            f"{took * 1000:.0f} ms {sql}" for took, sql in w.get("locked_statements", [])
+        ],
+        "held_stall_ms": max(
+            (
+                took
+                for start, took, _ in w["slow"] + r["slow"]
+                if any(start < e and start + took > b for b, e in w.get("locks", []))
+            ),
+            default=0.0,
+        )
+        * 1000,
         "second": w.get("second"),  # of the statements: the new code's, through *after*
         "check": check,
         **w["logs"],
@@ -728,11 +798,23 @@ def _online(
         with engine.connect() as conn:
             restore_pk_from_uuid7(conn, "parent")
 
-    seconds, w, r = _under_load(db, first, parents, prepared, "w", [], up, second)
+    locks = _LockWindows(engine)
+    try:
+        seconds, w, r = _under_load(db, first, parents, prepared, "w", [], up, second)
+    finally:
+        locks.close()
+    w["locks"] = locks.windows
+    w["locked_statements"] = sorted(locks.statements, reverse=True)[:3]
     expected = {f"a{n}": f"p{1 + (n * 7919) % parents}" for n in range(1, children + 1)}
     expected.update(w["child_parent"])
     result = {"up": _summary(seconds, w, r, _check(db, engine, expected, w["deleted"], up=True))}
-    seconds, w2, r2 = _under_load(db, first, parents, prepared, "d", w["deleted"], down)
+    locks = _LockWindows(engine)
+    try:
+        seconds, w2, r2 = _under_load(db, first, parents, prepared, "d", w["deleted"], down)
+    finally:
+        locks.close()
+    w2["locks"] = locks.windows
+    w2["locked_statements"] = sorted(locks.statements, reverse=True)[:3]
     expected.update(w2["child_parent"])
     result["down"] = _summary(
         seconds, w2, r2, _check(db, engine, expected, w2["deleted"], up=False)
@@ -887,6 +969,14 @@ def _report(db: Database, args: argparse.Namespace, rounds: dict[str, list[Any]]
             + (f" ({o['max_during'][0].split(': ', 1)[1]})" if o["max_during"] else ""),
             f"{o['p99_ms']:.1f} ms",
             f"{o['batch_ms']:.0f} ms",
+            f"{o['held_ms']:.0f} ms ("
+            + (
+                f"{o['held_stall_ms']:.0f} ms"
+                if o["held_stall_ms"]
+                else f"none over {SLOW * 1000:.0f} ms"
+            )
+            + ")",
+            (o["held_longest"] or ["-"])[0][:48],
             failed,
             o["check"],
         ]
@@ -896,6 +986,8 @@ def _report(db: Database, args: argparse.Namespace, rounds: dict[str, list[Any]]
         "longest statement (stall)",
         "p99 statement latency",
         "longest backfill batch",
+        "tables locked (longest statement then)",
+        "its longest statement under the lock",
         "failed statements",
         "relationships after it",
     ]
@@ -920,13 +1012,15 @@ def _compare_versions(plain: list[Any], served: list[Any]) -> None:
         ("own_seconds", "its steps' own time"),
         ("max_ms", "longest statement"),
         ("locked_ms", "locked step, ms"),
+        ("held_ms", "tables locked, ms"),
+        ("held_stall_ms", "longest statement while locked, ms"),
         ("p99_ms", "p99"),
     )
     for phase, label in (("up", "migration"), ("down", "downgrade")):
         for key, what in measures:
             a = _median([r[phase].get(key, math.nan) for r in plain])
             b = _median([r[phase].get(key, math.nan) for r in served])
-            rows.append([f"{label}: {what}", f"{a:.2f}", f"{b:.2f}", f"{b / a:.2f}x"])
+            rows.append([f"{label}: {what}", f"{a:.2f}", f"{b:.2f}", f"{b / a:.2f}x" if a else "-"])
     print(
         format_table(
             ["median of the rounds", "online", "with versions", "ratio"],

@@ -198,8 +198,8 @@ def _postgresql_without_jit(
 # of CPU on the quick loop, 29 s on the same loop right after a VACUUM of the
 # catalogs). So a developer's run first vacuums the system catalogs holding
 # more than DEAD_CATALOG_ROWS dead rows (under a second; nothing else, and
-# nothing on a clean server). Not in CI, whose .ci/run vacuums its server
-# before the first run; not in xdist's workers (the run's controller does it
+# nothing on a clean server). Not where ``CI`` is set (.ci/run vacuums its
+# server before the first run); not in xdist's workers (the run's controller does it
 # once) nor for ``--collect-only``. The tests see the same catalogs, less
 # their dead rows.
 DEAD_CATALOG_ROWS = 1_000
@@ -219,15 +219,19 @@ def _vacuum_postgresql_catalogs(config: pytest.Config) -> None:
     try:
         with engine.connect() as conn:
             bloated = (
-                conn.exec_driver_sql(
-                    "SELECT relname FROM pg_stat_sys_tables WHERE schemaname = 'pg_catalog'"
-                    f" AND n_dead_tup > {DEAD_CATALOG_ROWS} ORDER BY relname"
+                conn.execute(
+                    sa.text(
+                        "SELECT relname FROM pg_stat_sys_tables WHERE schemaname = 'pg_catalog'"
+                        " AND n_dead_tup > :dead ORDER BY relname"
+                    ),
+                    {"dead": DEAD_CATALOG_ROWS},
                 )
                 .scalars()
                 .all()
             )
             if bloated:
-                names = ", ".join(f"pg_catalog.{name}" for name in bloated)
+                quote = conn.dialect.identifier_preparer.quote
+                names = ", ".join(f"pg_catalog.{quote(name)}" for name in bloated)
                 conn.exec_driver_sql(f"VACUUM (ANALYZE) {names}")
     except sa.exc.DBAPIError:
         pass  # unreachable or not allowed: the tests say so themselves, or need no server

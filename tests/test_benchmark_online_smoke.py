@@ -4,6 +4,7 @@ the application running, no failed statement and every relationship checked."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,10 @@ def test_online_benchmark_quick_with_two_application_versions(
     assert failed == [["0", "0"], ["0", "0"]], failed
     assert "Serving two versions against the online migration without them (same run)" in lines
     assert any(line.startswith("migration: longest statement") for line in lines)
+    # The lock windows were found (the swap's, and its undo's) in both modes, each
+    # with the migration's statement that took longest under them.
+    held = [line for line in lines if line.startswith("tables locked (")]
+    windows = [int(ms) for line in held for ms in re.findall(r"(\d+) ms \(", line)]
+    assert len(held) == 2 and len(windows) == 4 and all(windows), held
+    under = [line for line in lines if line.startswith("its longest statement under the lock")]
+    assert len(under) == 2 and all(line.count(" ms ") == 2 for line in under), under
