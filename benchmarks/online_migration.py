@@ -33,6 +33,7 @@ import logging
 import math
 import multiprocessing
 import random
+import re
 import secrets
 import shutil
 import statistics
@@ -607,6 +608,10 @@ def _connect(url: str) -> Iterator[sa.Connection]:
         engine.dispose()
 
 
+# A LOCK TABLE in a mode the application's writes wait for.
+_BLOCKING_LOCK = re.compile(r"LOCK TABLE .* IN (?!SHARE UPDATE EXCLUSIVE)[A-Z ]+ MODE")
+
+
 class _LockWindows:
     """When the migration's own session held the tables locked (wall clock, as
     the application's records): from a lock statement that succeeded --
@@ -650,7 +655,11 @@ class _LockWindows:
         if threading.get_ident() != self._thread:
             return
         began = float(conn.info["sqla_ids_bench_began"])
-        locks = sql.startswith("LOCK TABLES") or (sql.startswith("DO") and "LOCK TABLE" in sql)
+        # (A block taking only SHARE UPDATE EXCLUSIVE -- a retry waiting out
+        # autovacuum -- holds nothing the application waits for.)
+        locks = sql.startswith("LOCK TABLES") or (
+            sql.startswith("DO") and _BLOCKING_LOCK.search(sql) is not None
+        )
         if locks and self._since is None:
             self._since = began
         if self._since is not None:

@@ -19,10 +19,9 @@ it off (the system one on CI's machine) skips them, saying so.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import sqlalchemy as sa
+from autovacuum import crawling, require_autovacuum, vacuumed
 from sqlalchemy.engine import Connection, Engine
 
 from sqla_ids.migration import PkMigrationOptions, add_uuid7_key, migrate_pk_to_uuid7
@@ -33,65 +32,9 @@ CHILD = "av child's"
 LOOSE = "av `loose`"
 PARENTS = 20_000
 
-#: Seconds autovacuum gets to start on a table (it wakes every autovacuum_naptime).
-START_WITHIN = 60
-
 
 def _q(conn: Connection, name: str) -> str:
     return str(conn.dialect.identifier_preparer.quote(name))
-
-
-def _require_autovacuum(engine: Engine) -> None:
-    with engine.connect() as conn:
-        on = conn.exec_driver_sql("SHOW autovacuum").scalar_one()
-        nap = conn.exec_driver_sql(
-            "SELECT extract(epoch FROM CAST(current_setting('autovacuum_naptime') AS interval))"
-        ).scalar_one()
-    if on != "on":
-        pytest.skip(
-            "autovacuum is off on this server (CI's PostgreSQL 14/16/17/18 clusters run it"
-            " every second, and these tests there)"
-        )
-    if float(nap) > 5:
-        pytest.skip(f"autovacuum_naptime is {nap} s on this server: these tests need <= 5 s")
-
-
-def _crawling(conn: Connection, tables: list[str]) -> None:
-    """Every row of ``tables`` dead once, and autovacuum slowed to a page per
-    100 ms on them: it takes them soon, and keeps them for the whole test.
-    Never an autovacuum ANALYZE: unlike a VACUUM, it holds a snapshot, which
-    every ``CREATE INDEX CONCURRENTLY`` in the database waits for (crawling,
-    it held the other tests' index builds for a minute)."""
-    for table in tables:
-        t = _q(conn, table)
-        conn.exec_driver_sql(f"UPDATE {t} SET note = note || '.'")
-        conn.exec_driver_sql(
-            f"ALTER TABLE {t} SET (autovacuum_vacuum_threshold = 0,"
-            " autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_cost_delay = 100,"
-            " autovacuum_vacuum_cost_limit = 1, autovacuum_analyze_threshold = 2000000000)"
-        )
-
-
-def _vacuumed(engine: Engine, tables: list[str]) -> None:
-    """Wait until an autovacuum worker holds a lock on one of ``tables``."""
-    deadline = time.monotonic() + START_WITHIN
-    with engine.connect() as conn:
-        names = [_q(conn, table) for table in tables]
-        while time.monotonic() < deadline:
-            held = conn.execute(
-                sa.text(
-                    "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
-                    " WHERE l.locktype = 'relation' AND l.granted"
-                    " AND a.backend_type = 'autovacuum worker' AND l.relation IN"
-                    " (SELECT CAST(to_regclass(n) AS oid) FROM unnest(CAST(:n AS text[])) n)"
-                ),
-                {"n": names},
-            ).scalar_one()
-            conn.rollback()
-            if held:
-                return
-            time.sleep(0.2)
-    pytest.fail(f"autovacuum did not start on {tables} within {START_WITHIN} s")
 
 
 def _vacuum_messages(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -107,7 +50,7 @@ def test_the_online_migration_outlasts_autovacuum(postgresql_private_engine: Eng
     autovacuum outlasted before (the expand gave up in under a second), the
     migration completes, every child still under its parent."""
     engine = postgresql_private_engine
-    _require_autovacuum(engine)
+    require_autovacuum(engine)
     with engine.begin() as conn:
         p, c = _q(conn, PARENT), _q(conn, CHILD)
         conn.exec_driver_sql(f"CREATE TABLE {p} (id bigserial PRIMARY KEY, note text NOT NULL)")
@@ -122,8 +65,8 @@ def test_the_online_migration_outlasts_autovacuum(postgresql_private_engine: Eng
             f"INSERT INTO {c} (note, parent_id) SELECT 'c' || g, 1 + (g * 7919) %% {PARENTS}"
             f" FROM generate_series(1, {2 * PARENTS}) g"
         )
-        _crawling(conn, [PARENT, CHILD])
-    _vacuumed(engine, [PARENT, CHILD])
+        crawling(conn, [PARENT, CHILD])
+    vacuumed(engine, [PARENT, CHILD])
     options = PkMigrationOptions(online=True, lock_timeout=0.2, swap_attempts=3)
     with engine.connect() as conn:
         migrate_pk_to_uuid7(conn, PARENT, options)
@@ -156,7 +99,7 @@ def test_an_online_key_addition_outlasts_autovacuum(
     """The same for ``add_uuid7_key(online=True)``'s steps, with three attempts
     each instead of twenty."""
     engine = postgresql_private_engine
-    _require_autovacuum(engine)
+    require_autovacuum(engine)
     monkeypatch.setattr(add_key_steps, "STEP_ATTEMPTS", 3)
     with engine.begin() as conn:
         t = _q(conn, LOOSE)
@@ -164,8 +107,8 @@ def test_an_online_key_addition_outlasts_autovacuum(
         conn.exec_driver_sql(
             f"INSERT INTO {t} SELECT g, 'r' || g FROM generate_series(1, {2 * PARENTS}) g"
         )
-        _crawling(conn, [LOOSE])
-    _vacuumed(engine, [LOOSE])
+        crawling(conn, [LOOSE])
+    vacuumed(engine, [LOOSE])
     with caplog.at_level("INFO", logger="alembic.sqla_ids.migration"), engine.connect() as conn:
         add_uuid7_key(conn, LOOSE, column="k", online=True, order_by="n", lock_timeout=0.2)
     assert _vacuum_messages(caplog)

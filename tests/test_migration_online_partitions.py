@@ -33,6 +33,7 @@ from datetime import date, timedelta
 
 import pytest
 import sqlalchemy as sa
+from autovacuum import crawling, require_autovacuum, vacuumed
 from dbsnapshot import structure
 from online_app import Unpaced
 from sqlalchemy.engine import Connection, Engine
@@ -234,17 +235,32 @@ def _payments(conn: Connection) -> dict[int, str]:
     return {int(p): str(c) for p, c in rows}
 
 
-def _migrate(engine: Engine, phase: str) -> None:
+def _migrate(engine: Engine, phase: str, options: PkMigrationOptions) -> None:
     with engine.connect() as conn:
-        migrate_pk_to_uuid7(
-            conn,
-            CUSTOMER,
-            PkMigrationOptions(online=True, batch_size=97),
-            phase=phase,  # type: ignore[arg-type]
-        )
+        migrate_pk_to_uuid7(conn, CUSTOMER, options, phase=phase)  # type: ignore[arg-type]
 
 
 WAYS = ["undo after the swap", "contract", "undo before the swap"]
+
+
+def _paying(engine: Engine, layout: str, way: str, options: PkMigrationOptions) -> Payer:
+    """The migration, to the swap (or the prepare) and on ``way``, while a
+    :class:`Payer` writes; not one of its transactions failed."""
+    payer = Payer(engine, layout)
+    payer.start()
+    try:
+        _migrate(engine, "prepare" if way == "undo before the swap" else "swap", options)
+        if way == "contract":
+            _migrate(engine, "contract", options)
+        else:
+            with engine.connect() as conn:
+                restore_pk_from_uuid7(conn, CUSTOMER)
+                conn.commit()
+    finally:
+        payer.stop.set()
+        payer.join()
+    assert payer.failures == [], payer.failures[:5]
+    return payer
 
 
 @pytest.mark.parametrize(
@@ -267,20 +283,7 @@ def test_a_partitioned_child_online_with_the_application_writing(
     _schema(engine, layout)
     with engine.connect() as conn:
         before = structure(conn)
-    payer = Payer(engine, layout)
-    payer.start()
-    try:
-        _migrate(engine, "prepare" if way == "undo before the swap" else "swap")
-        if way == "contract":
-            _migrate(engine, "contract")
-        else:
-            with engine.connect() as conn:
-                restore_pk_from_uuid7(conn, CUSTOMER)
-                conn.commit()
-    finally:
-        payer.stop.set()
-        payer.join()
-    assert payer.failures == [], payer.failures[:5]
+    payer = _paying(engine, layout, way, PkMigrationOptions(online=True, batch_size=97))
     print(f"\n{layout}, {way}: {payer.done} transactions, longest {payer.longest:.3f} s")
     with engine.connect() as conn:
         count = conn.exec_driver_sql(f"SELECT count(*) FROM {_q(conn, PAYMENT)}").scalar_one()
@@ -344,4 +347,46 @@ def test_two_versions_over_partitioned_children(
     with engine.connect() as conn:
         restore_pk_from_uuid7(conn, CUSTOMER)
     with engine.connect() as conn:
+        assert structure(conn) == before
+
+
+def test_the_application_is_never_the_deadlock_victim_of_a_step_outlasting_autovacuum(
+    postgresql_private_engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Autovacuum crawling over every partition while the application pays,
+    moves, refunds and closes, from the expand to the undo after the swap.
+
+    CI (PostgreSQL 16) once met it: attaching the indexes of the partitions,
+    a step of several statements, found a partition being vacuumed; its next
+    attempt waited past the deadlock check (which cancels the vacuum) while
+    holding the partitions' indexes attached before, and an application
+    transaction that had written to the vacuumed partition and waited for one
+    of those was PostgreSQL's deadlock victim. A step now waits out a vacuum
+    first, holding nothing (a ``SHARE UPDATE EXCLUSIVE`` lock on the vacuumed
+    tables, which the application's reads and writes never wait for), then
+    runs under its own short lock timeout: the migration is the one that
+    yields to the application, never the other way round."""
+    engine = postgresql_private_engine
+    require_autovacuum(engine)
+    layout = LAYOUTS[0]
+    _schema(engine, layout)
+    leaves = [f"{PAYMENT} {suffix}" for suffix in ("jan", "feb 1", "feb 2", "other")]
+    with engine.begin() as conn:
+        # Enough pages for a crawling vacuum to hold each partition for seconds.
+        conn.exec_driver_sql(
+            f"INSERT INTO {_q(conn, PAYMENT)} ({_q(conn, CUSTOMER_ID)}, amount, paid)"
+            " SELECT 1 + mod(g, 40), 1, date '2006-12-20' + mod(g, 120)"
+            " FROM generate_series(1, 20000) g"
+        )
+        crawling(conn, leaves, dead="amount = amount")
+    with engine.connect() as conn:
+        before = structure(conn)
+    vacuumed(engine, leaves)
+    options = PkMigrationOptions(online=True, batch_size=997, lock_timeout=0.2)
+    with caplog.at_level("INFO", logger="alembic.sqla_ids.migration"):
+        payer = _paying(engine, layout, WAYS[0], options)
+    met = [r.getMessage() for r in caplog.records if "being vacuumed" in r.getMessage()]
+    print(f"\n{payer.done} transactions, {len(met)} steps met autovacuum")
+    with engine.connect() as conn:
+        assert _payments(conn) == payer.payments
         assert structure(conn) == before

@@ -185,16 +185,17 @@ class OnlineRun:
         self.metadata_lock_wait = options.metadata_lock_wait
         self.retries = 0
         """Lock timeouts met (and retried) so far."""
-        self.outlast = False
-        """The next attempt waits past the server's deadlock check (a vacuum held
-        a table when the last one gave up: see ``OnlineStrategy.vacuum_holding``)."""
+        self.outlast: list[str] = []
+        """Tables (quoted) the next attempt first waits for past the server's
+        deadlock check, holding nothing (a vacuum held them when the last one
+        gave up: see ``OnlineStrategy.wait_out_vacuum``)."""
 
     def _retrying(self, attempt: Callable[[], T], what: str) -> T:
         delays = self.strategy.retry_delays(self.attempts)
         total = len(delays) + 1
         for number in range(1, total + 1):
             started = time.monotonic()
-            outlasting = self.outlast
+            outlasting = bool(self.outlast)
             try:
                 result = attempt()
             except sa.exc.DBAPIError as error:
@@ -218,7 +219,7 @@ class OnlineRun:
                 # the next attempt waits that long, at once (an attempt that did
                 # and still failed met one that is not cancelled -- a vacuum
                 # against wraparound -- and backs off as for the application).
-                self.outlast = bool(vacuum)
+                self.outlast = vacuum
                 delay = 0.0 if vacuum and not outlasting else delays[number - 1]
                 logger.info(
                     "%s: %s could not get its locks in time (attempt %d/%d): %s holds them%s;"
@@ -228,8 +229,8 @@ class OnlineRun:
                     number,
                     total,
                     holder,
-                    ": the next attempt outlasts the server's deadlock check, which cancels"
-                    " the vacuum"
+                    ": the next attempt first waits for them past the server's deadlock"
+                    " check, which cancels the vacuum, holding nothing"
                     if vacuum
                     else "",
                     delay,
@@ -255,11 +256,13 @@ class OnlineRun:
         """``work`` in one short transaction under ``lock_timeout``, retried."""
 
         def attempt() -> T:
-            outlast, self.outlast = self.outlast, False
+            outlast, self.outlast = self.outlast, []
             with self.session.connect() as connection, connection.begin():
                 self.strategy.set_lock_timeout(connection, self.lock_timeout, local=True)
-                if outlast:
-                    self.strategy.outlast_vacuum(connection, local=True)
+                # The long wait first, holding nothing: never while holding what
+                # the step's statements lock (an application transaction queued
+                # for that would be in a cycle with the step, and the victim).
+                self.strategy.wait_out_vacuum(connection, outlast)
                 return work(connection)
 
         return self._retrying(attempt, what)

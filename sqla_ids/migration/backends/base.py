@@ -193,15 +193,24 @@ class OnlineStrategy(ABC):
     def vacuum_holding(self, connection: Connection, tables: Sequence[str]) -> list[str]:
         """Which of ``tables`` (or their partitions) the server's own maintenance
         holds a lock on now that it gives up for a lock wait longer than its
-        deadlock check (PostgreSQL's autovacuum): a step that met a lock timeout
-        then waits that long once (:meth:`outlast_vacuum`) instead of being
-        retried until the maintenance ends. None by default."""
+        deadlock check (PostgreSQL's autovacuum), quoted: a step that met a lock
+        timeout then waits that long once (:meth:`wait_out_vacuum`,
+        :meth:`outlast_vacuum`) instead of being retried until the maintenance
+        ends. None by default."""
         return []
 
     def outlast_vacuum(self, connection: Connection, local: bool) -> None:  # noqa: B027
         """Make this transaction's (``local``) or session's lock waits last past the
         server's deadlock check (see :meth:`vacuum_holding`); called after
         :meth:`set_lock_timeout`. Nothing by default."""
+
+    def wait_out_vacuum(self, connection: Connection, quoted: Sequence[str]) -> None:  # noqa: B027
+        """At the start of a step's transaction, after :meth:`set_lock_timeout`:
+        wait past the server's deadlock check, holding nothing else, for the
+        maintenance holding the tables ``quoted`` names (as
+        :meth:`vacuum_holding` gives them) to give them up, and keep it off
+        them until the transaction ends -- without holding up the
+        application's reads and writes. Nothing by default."""
 
     @abstractmethod
     def is_lock_timeout(self, error: BaseException) -> bool:

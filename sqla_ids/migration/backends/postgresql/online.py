@@ -62,7 +62,15 @@ from sqla_ids.migration.backends.base import (
     Probe,
     Task,
 )
-from sqla_ids.migration.backends.postgresql import keys, partitions, versions
+from sqla_ids.migration.backends.postgresql import keys, locks, partitions, versions
+from sqla_ids.migration.backends.postgresql.locks import (
+    AUTOVACUUM,
+    HELD,
+    OUTLAST,
+    dollar_tag,
+    lock_all,
+    lock_tree,
+)
 from sqla_ids.migration.backends.postgresql.reflect import (
     GENERATED_READERS,
     find_views,
@@ -93,13 +101,8 @@ from sqla_ids.migration.core.names import (
     references,
 )
 from sqla_ids.migration.core.reflected import inspect
-from sqla_ids.migration.core.sql import Statement, literal_for, quote_name
+from sqla_ids.migration.core.sql import Statement, execute, literal_for, quote_name
 from sqla_ids.types.server_functions import uuid7_function_create_sql
-
-# The trigger functions' bodies are dollar-quoted with this tag; names inside
-# are quoted identifiers, so a name containing "$" cannot end the body early
-# unless it contains the whole tag, which _tag() avoids.
-_TAG = "sqla_ids_fn"
 
 # Where a connection's own search_path is kept while it works in the caller's.
 _SEARCH_PATH = "sqla_ids_online_search_path"
@@ -120,13 +123,6 @@ _ACTIONS = {"a": "NO ACTION", "r": "RESTRICT", "c": "CASCADE", "n": "SET NULL", 
 def _q(bind: Connection | Dialect, name: str) -> str:
     dialect = bind if isinstance(bind, Dialect) else bind.dialect
     return str(dialect.identifier_preparer.quote(name))
-
-
-def _tag(*texts: str) -> str:
-    tag = _TAG
-    while any(tag in text for text in texts):
-        tag += "_"
-    return f"${tag}$"
 
 
 def _pk_columns(connection: Connection, table: str) -> list[str]:
@@ -413,7 +409,7 @@ def _not_null_follows(
             "END",
         ]
     )
-    tag = _tag(body)
+    tag = dollar_tag(body)
     return [Statement(f"DO {tag}\n{body}\n{tag}")]
 
 
@@ -625,7 +621,7 @@ def sync_trigger_statements(
                 "END;",
             ]
         )
-        tag = _tag(body)
+        tag = dollar_tag(body)
         # Serving versions, the application's sessions put a schema of views
         # named like the tables first in their search_path: the function's
         # names must still find the tables (and the mapping) where the
@@ -804,7 +800,7 @@ def lock_statement(
     be: its readers read no table; nor a rule, which is its table's.)
 
     Several objects are taken without ever waiting while holding one
-    (:func:`_lock_all`): an application locks a parent and its children in
+    (:func:`~.locks.lock_all`): an application locks a parent and its children in
     either order (an ``INSERT INTO child ... SELECT ... FROM parent`` takes
     the child first, an ORM's flush the parent first), and a step waiting for
     a child while holding the parent would deadlock with the first kind --
@@ -816,103 +812,7 @@ def lock_statement(
         for v in reversed(views or [])
         if v.kind == "view" and not v.drop_sql.startswith("DROP MATERIALIZED")
     ]
-    return _lock_all(dialect, [*first, *plain, *(_q(dialect, t) for t in _tables(plan))])
-
-
-# The relation {name} (SQL text of a regclass) and the tables a LOCK TABLE of
-# it takes too (partitions, inheriting tables), as a row set of oids.
-_TREE = (
-    "WITH RECURSIVE t(oid) AS (SELECT CAST({name} AS oid)"
-    " UNION SELECT i.inhrelid FROM pg_inherits i JOIN t ON i.inhparent = t.oid)"
-    " SELECT oid FROM t"
-)
-# Granted locks on that tree held by other sessions, l joined to their activity a.
-_HELD = (
-    "SELECT 1 FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
-    " WHERE l.locktype = 'relation' AND l.granted AND l.pid IS DISTINCT FROM pg_backend_pid()"
-    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    " AND l.relation IN (" + _TREE + ")"
-)
-_AUTOVACUUM = "a.backend_type = 'autovacuum worker'"
-# lock_timeout past the deadlock check: deadlock_timeout plus the step's own
-# ({step}: SQL text of a lock_timeout value; '0' stays 0).
-_OUTLAST = (
-    "CASE WHEN {step} IN ('0', '0ms') THEN '0' ELSE CAST(CAST(extract(epoch FROM"
-    " CAST(current_setting('deadlock_timeout') AS interval) + CAST({step} AS interval))"
-    " * 1000 AS bigint) AS text) || 'ms' END"
-)
-
-
-def _vacuumed(name: str, only: bool = False) -> str:
-    """SQL: an autovacuum worker holds the relation named by the SQL text ``name``
-    (``only``: and no other session does)."""
-    tree = f"to_regclass({name})"
-    held = _HELD.format(name=tree)
-    sql = f"EXISTS ({held} AND {_AUTOVACUUM})"
-    if only:
-        sql += f" AND NOT EXISTS ({held} AND a.backend_type IS DISTINCT FROM 'autovacuum worker')"
-    return sql
-
-
-def _lock_all(dialect: Dialect, names: list[str], mode: str = "ACCESS EXCLUSIVE") -> Statement:
-    """``names`` (quoted) locked in ``mode``, waiting for one at a time while
-    holding none.
-
-    One ``DO`` block: the first object is waited for (under the step's
-    ``lock_timeout``, whose expiry ends the statement: the step is retried);
-    the others are taken at once (``NOWAIT``), server-side, right after it. One
-    that is busy gives back every lock taken (the block's subtransaction rolls
-    back), and the next round waits for that one first, holding nothing. The
-    application waits behind the step only for the object it is waiting for,
-    and never for a step that waits for the application.
-
-    Autovacuum holding an object is outlasted rather than given up to (see
-    :meth:`PostgreSQLOnline.vacuum_holding`): the wait for it lasts past the
-    deadlock check, which cancels the vacuum -- the first object's, holding
-    nothing; another's holding the ones before when autovacuum alone holds it
-    (it waits for nobody: there is no cycle to be in), since given back, the
-    first would be vacuumed again by the time the second is had (autovacuum
-    takes its next table within ``autovacuum_naptime``). ``pg_locks`` is read
-    only for an object found busy (reading it takes every partition of the
-    server's lock table for a moment: not once per object under the lock)."""
-    array = ", ".join(literal_for(dialect, name) for name in names)
-    outlast = _OUTLAST.format(step="step")
-    body = "\n".join(
-        [
-            f"DECLARE names text[] := ARRAY[{array}]; wait int := 1; waiting boolean;",
-            "  step text := current_setting('lock_timeout');",
-            "BEGIN",
-            f"FOR attempt IN 1..{2 * len(names) + 1} LOOP",
-            "  BEGIN",
-            "    waiting := true;",
-            f"    IF {_vacuumed('names[wait]')} THEN",
-            f"      PERFORM set_config('lock_timeout', {outlast}, true);",
-            "    END IF;",
-            f"    EXECUTE 'LOCK TABLE ' || names[wait] || ' IN {mode} MODE';",
-            "    waiting := false;",
-            "    FOR i IN 1..array_length(names, 1) LOOP",
-            "      CONTINUE WHEN i = wait;",
-            "      wait := i;",
-            "      BEGIN",
-            f"        EXECUTE 'LOCK TABLE ' || names[i] || ' IN {mode} MODE NOWAIT';",
-            "      EXCEPTION WHEN lock_not_available THEN",
-            f"        IF NOT ({_vacuumed('names[i]', only=True)}) THEN RAISE; END IF;",
-            f"        PERFORM set_config('lock_timeout', {outlast}, true);",
-            f"        EXECUTE 'LOCK TABLE ' || names[i] || ' IN {mode} MODE';",
-            "      END;",
-            "    END LOOP;",
-            "    PERFORM set_config('lock_timeout', step, true);",
-            "    RETURN;",
-            "  EXCEPTION WHEN lock_not_available THEN",
-            "    IF waiting THEN RAISE; END IF;",
-            "  END;",
-            "END LOOP;",
-            "RAISE EXCEPTION 'the tables stayed busy' USING ERRCODE = 'lock_not_available';",
-            "END",
-        ]
-    )
-    tag = _tag(body)
-    return Statement(f"DO {tag}\n{body}\n{tag}")
+    return lock_all(dialect, [*first, *plain, *(_q(dialect, t) for t in _tables(plan))])
 
 
 def table_locks(connection: Connection, plan: PkMigrationPlan, catalog: Catalog) -> list[Statement]:
@@ -923,7 +823,7 @@ def table_locks(connection: Connection, plan: PkMigrationPlan, catalog: Catalog)
     :func:`lock_statement`)."""
     names = versions.lock_views(connection, plan)
     names += [_q(connection, t) for t in sorted(catalog.tables)]
-    return [_lock_all(connection.dialect, names)] if names else []
+    return [lock_all(connection.dialect, names)] if names else []
 
 
 def _exchange(
@@ -1337,13 +1237,13 @@ class PostgreSQLOnline(OnlineStrategy):
         if not tables:
             return []
         q = connection.dialect.identifier_preparer.quote
-        held = _HELD.format(name="to_regclass(n)")
+        held = HELD.format(name="to_regclass(n)")
         return [
             str(name)
             for name in connection.execute(
                 sa.text(
                     f"SELECT n FROM unnest(CAST(:names AS text[])) n"
-                    f" WHERE EXISTS ({held} AND {_AUTOVACUUM}) ORDER BY n"
+                    f" WHERE EXISTS ({held} AND {AUTOVACUUM}) ORDER BY n"
                 ),
                 {"names": [q(table) for table in tables]},
             ).scalars()
@@ -1353,14 +1253,36 @@ class PostgreSQLOnline(OnlineStrategy):
         """``lock_timeout`` raised to ``deadlock_timeout`` plus the step's own, for
         this transaction (``local``) or the session: the wait outlasts the
         deadlock check, which cancels the autovacuum holding the table
-        (:meth:`vacuum_holding`). The steps wait holding nothing (see
-        :func:`_lock_all`), so no application transaction can be the one that
-        waits for them; it queues behind the step for that one wait, about
-        ``deadlock_timeout`` (1 s by default)."""
-        outlast = _OUTLAST.format(step="current_setting('lock_timeout')")
+        (:meth:`vacuum_holding`). For a step of one statement on one table (a
+        key addition's): it waits for that table holding nothing, so no
+        application transaction can be the one that waits for it; it queues
+        behind the step for that one wait, about ``deadlock_timeout`` (1 s by
+        default). A transaction of several: :meth:`wait_out_vacuum`."""
+        outlast = OUTLAST.format(step="current_setting('lock_timeout')")
         connection.execute(
             sa.text(f"SELECT set_config('lock_timeout', {outlast}, :local)"), {"local": local}
         )
+
+    def wait_out_vacuum(self, connection: Connection, quoted: Sequence[str]) -> None:
+        """``SHARE UPDATE EXCLUSIVE`` on the tables ``quoted`` names (as
+        :meth:`vacuum_holding` gives them; their partitions too), waited
+        for past the deadlock check -- which cancels the autovacuum holding
+        them -- at the start of the step's transaction, then the step's own
+        ``lock_timeout`` again.
+
+        Why first, and in that mode: a step whose every wait outlasted the
+        check waited so while holding what its statements had locked before
+        (attaching partitions' indexes: the ones attached before), and an
+        application transaction that had written to the vacuumed partition and
+        queued for one of those was in a cycle with it -- and, having waited
+        longer, PostgreSQL's deadlock victim (CI, PostgreSQL 16). Taken first,
+        the long wait holds nothing; ``SHARE UPDATE EXCLUSIVE`` is the weakest
+        lock autovacuum conflicts with, which no read or write of the
+        application waits for, and keeps autovacuum off the tables until the
+        step commits. Its statements then wait as any step's: under half the
+        deadlock check, the migration the one that yields."""
+        if quoted:
+            execute(connection, [locks.wait_out_vacuum(connection.dialect, list(quoted))])
 
     def is_lock_timeout(self, error: BaseException) -> bool:
         """SQLSTATE 55P03 (lock_not_available) or 40P01 (deadlock: also retried)."""
@@ -1464,15 +1386,30 @@ class PostgreSQLOnline(OnlineStrategy):
         new column: built ``CONCURRENTLY`` -- on a partitioned child, on each
         partition, then attached (:mod:`.partitions`)."""
 
+        # The shells and the attaching: several statements, each locking
+        # another table (or its index), in one transaction -- a wait for each,
+        # holding the ones before, would add up past the deadlock check (an
+        # application transaction queued for one of those, and holding what
+        # the step waits for, its victim). The tree is locked first (see
+        # lock_all): its statements then wait for nothing.
+
         def shells(connection: Connection) -> list[Statement]:
             if not partitions.is_partitioned(connection, table):
                 return []
-            return partitions.index_shells(connection, table, columns, name, unique)
+            statements = partitions.index_shells(connection, table, columns, name, unique)
+            # CREATE INDEX ... ON ONLY takes SHARE on each partitioned table.
+            return [lock_tree(connection, table, "SHARE"), *statements]
 
         def attach(connection: Connection) -> list[Statement]:
             if not partitions.is_partitioned(connection, table):
                 return []
-            return partitions.index_attach(connection, table, name)
+            statements = partitions.index_attach(connection, table, name)
+            if not statements:
+                return []
+            # ATTACH PARTITION takes ACCESS EXCLUSIVE on each piece (an index,
+            # which LOCK TABLE cannot name): its table's, which every session
+            # takes before its indexes', leaves it nobody to wait for.
+            return [lock_tree(connection, table, "ACCESS EXCLUSIVE"), *statements]
 
         def build(connection: Connection) -> list[Statement]:
             if partitions.is_partitioned(connection, table):
@@ -1537,7 +1474,7 @@ class PostgreSQLOnline(OnlineStrategy):
                 + _fk_actions(connection, key.table, key.constraint)
             )
             # The child and the parent, both in the mode ADD FOREIGN KEY takes,
-            # neither waited for while holding the other (see _lock_all).
+            # neither waited for while holding the other (see lock_all).
             if partitions.is_partitioned(connection, key.table):
                 leaves = partitions.foreign_key_leaves(connection, key.table, key.name, definition)
                 tables = [partition for partition, _ in leaves]
@@ -1555,7 +1492,7 @@ class PostgreSQLOnline(OnlineStrategy):
             if not statements:
                 return []
             locked = list(dict.fromkeys([*tables, q(plan.table)]))
-            return [_lock_all(connection.dialect, locked, "SHARE ROW EXCLUSIVE"), *statements]
+            return [lock_all(connection.dialect, locked, "SHARE ROW EXCLUSIVE"), *statements]
 
         def validate(connection: Connection) -> list[Statement]:
             if partitions.is_partitioned(connection, key.table):

@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection, Dialect
 
 from sqla_ids.migration.backends.base import Ddl, Mode
 from sqla_ids.migration.backends.postgresql import partitions
+from sqla_ids.migration.backends.postgresql.locks import lock_tree
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.names import child_old, object_name, references
 from sqla_ids.migration.core.sql import Statement, literal_for
@@ -308,7 +309,13 @@ def unprepare_indexes(plan: PkMigrationPlan) -> list[Ddl]:
             if partitions.is_partitioned(connection, table) != partitioned:
                 return []
             how = "" if partitioned else " CONCURRENTLY"
-            return [Statement(f"DROP INDEX{how} IF EXISTS {_q(connection.dialect, name)}")]
+            drop = Statement(f"DROP INDEX{how} IF EXISTS {_q(connection.dialect, name)}")
+            if not partitioned:
+                return [drop]
+            if not partitions.existing_indexes(connection, [name]):
+                return []
+            # It takes each piece's lock in turn: the tree first (see lock_tree).
+            return [lock_tree(connection, table, "ACCESS EXCLUSIVE"), drop]
 
         return statements
 
