@@ -9,9 +9,9 @@ victim. :func:`lock_all` takes them all first, waiting for one at a time.
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
-from sqla_ids.migration.backends.postgresql import partitions
 from sqla_ids.migration.core.sql import Statement, literal_for
 
 # The trigger functions' bodies are dollar-quoted with this tag; names inside
@@ -145,12 +145,35 @@ def _do(body: str) -> Statement:
     return Statement(f"DO {tag}\n{body}\n{tag}")
 
 
-def lock_tree(connection: Connection, table: str, mode: str) -> Statement:
-    """Partitioned ``table`` and every partition below it locked in ``mode`` by
-    :func:`lock_all`, the leaves first: a ``LOCK TABLE`` of a partitioned table
-    takes its partitions too, one by one, so the one waited for (the first)
-    must be a leaf, and the partitioned ones come when their partitions are
-    held."""
-    below = sorted(partitions.tree(connection, table), key=lambda p: -p.level)
-    names = [p.name for p in below] + [connection.dialect.identifier_preparer.quote(table)]
-    return lock_all(connection.dialect, names, mode)
+def lock_tree(connection: Connection, table: str, mode: str) -> list[Statement]:
+    """``table`` and every table below it (partitions at any depth, tables
+    that inherit from it) locked in ``mode`` by :func:`lock_all`, the deepest
+    first; nothing for a table with none below it (one table: its statement
+    waits for nothing else).
+
+    For a step whose statements take the tree's locks one by one -- a
+    statement per partition, or one that recurses -- each a wait while
+    holding the ones before: an application transaction that wrote to one
+    table below and queued for one held would be in a cycle with the step,
+    and having waited longer, the deadlock victim. A ``LOCK TABLE`` of a
+    table takes those below it too, one by one, so the one waited for (the
+    first) is one with none below it, and a table comes after those below
+    it."""
+    below = [
+        str(name)
+        for name in connection.execute(
+            sa.text(
+                "WITH RECURSIVE t(oid, depth) AS ("
+                " SELECT inhrelid, 1 FROM pg_inherits WHERE inhparent = to_regclass(:t)"
+                " UNION SELECT i.inhrelid, t.depth + 1 FROM pg_inherits i"
+                " JOIN t ON i.inhparent = t.oid)"
+                " SELECT CAST(CAST(oid AS regclass) AS text) FROM t"
+                " GROUP BY oid ORDER BY max(depth) DESC, 1"
+            ),
+            {"t": connection.dialect.identifier_preparer.quote(table)},
+        ).scalars()
+    ]
+    if not below:
+        return []
+    names = [*below, connection.dialect.identifier_preparer.quote(table)]
+    return [lock_all(connection.dialect, names, mode)]

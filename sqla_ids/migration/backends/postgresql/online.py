@@ -1398,7 +1398,7 @@ class PostgreSQLOnline(OnlineStrategy):
                 return []
             statements = partitions.index_shells(connection, table, columns, name, unique)
             # CREATE INDEX ... ON ONLY takes SHARE on each partitioned table.
-            return [lock_tree(connection, table, "SHARE"), *statements]
+            return [*lock_tree(connection, table, "SHARE"), *statements]
 
         def attach(connection: Connection) -> list[Statement]:
             if not partitions.is_partitioned(connection, table):
@@ -1409,7 +1409,7 @@ class PostgreSQLOnline(OnlineStrategy):
             # ATTACH PARTITION takes ACCESS EXCLUSIVE on each piece (an index,
             # which LOCK TABLE cannot name): its table's, which every session
             # takes before its indexes', leaves it nobody to wait for.
-            return [lock_tree(connection, table, "ACCESS EXCLUSIVE"), *statements]
+            return [*lock_tree(connection, table, "ACCESS EXCLUSIVE"), *statements]
 
         def build(connection: Connection) -> list[Statement]:
             if partitions.is_partitioned(connection, table):
@@ -1447,11 +1447,14 @@ class PostgreSQLOnline(OnlineStrategy):
         def add(connection: Connection) -> list[Statement]:
             if _constraint_exists(connection, table, name):
                 return []
+            # It recurses to the partitions (inheriting tables), locking each
+            # in turn: the tree first (see lock_tree).
             return [
+                *lock_tree(connection, table, "ACCESS EXCLUSIVE"),
                 Statement(
                     f"ALTER TABLE {_q(connection, table)} ADD CONSTRAINT {_q(connection, name)}"
                     f" CHECK ({_q(connection, column)} IS NOT NULL) NOT VALID"
-                )
+                ),
             ]
 
         return [Ddl(f"check {name}", add), self._validate(table, name)]

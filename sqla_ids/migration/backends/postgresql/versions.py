@@ -315,7 +315,7 @@ def unprepare_indexes(plan: PkMigrationPlan) -> list[Ddl]:
             if not partitions.existing_indexes(connection, [name]):
                 return []
             # It takes each piece's lock in turn: the tree first (see lock_tree).
-            return [lock_tree(connection, table, "ACCESS EXCLUSIVE"), drop]
+            return [*lock_tree(connection, table, "ACCESS EXCLUSIVE"), drop]
 
         return statements
 
