@@ -328,6 +328,25 @@ def postgresql_private_engine(postgresql_url: URL) -> Iterator[Engine]:
         yield from _engine(url)
 
 
+@pytest.fixture
+def postgresql_database_engine(postgresql_url: URL) -> Iterator[Engine]:
+    """A PostgreSQL engine on a database of this test's own (dropped after it),
+    for what reaches across a database: ``CREATE INDEX CONCURRENTLY`` waits for
+    every older transaction in its database, another test's application in
+    another schema included (on CI it kept an online key addition's index
+    build waiting past its 0.2 s lock timeout, ten builds in a row)."""
+    base = _base_url("postgresql")
+    name = _scratch_name()
+    admin = _admin(base)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield from _engine(base.set(database=name))
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(params=requires.online.databases())
 def online_private_engine(request: pytest.FixtureRequest) -> Engine:
     """The same test once per database with an online mode (tests/requirements.py:

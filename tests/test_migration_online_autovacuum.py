@@ -92,13 +92,16 @@ def test_the_online_migration_outlasts_autovacuum(postgresql_private_engine: Eng
 
 
 def test_an_online_key_addition_outlasts_autovacuum(
-    postgresql_private_engine: Engine,
+    postgresql_database_engine: Engine,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same for ``add_uuid7_key(online=True)``'s steps, with three attempts
-    each instead of twenty."""
-    engine = postgresql_private_engine
+    each instead of twenty -- in a database of its own: its ``CREATE INDEX
+    CONCURRENTLY`` waits for every older transaction of its database under
+    the test's 0.2 s lock timeout, and the other tests' applications (another
+    schema, the same database) kept it waiting ten builds in a row on CI."""
+    engine = postgresql_database_engine
     require_autovacuum(engine)
     monkeypatch.setattr(add_key_steps, "STEP_ATTEMPTS", 3)
     with engine.begin() as conn:
