@@ -333,8 +333,7 @@ def postgresql_database_engine(postgresql_url: URL) -> Iterator[Engine]:
     """A PostgreSQL engine on a database of this test's own (dropped after it),
     for what reaches across a database: ``CREATE INDEX CONCURRENTLY`` waits for
     every older transaction in its database, another test's application in
-    another schema included (on CI it kept an online key addition's index
-    build waiting past its 0.2 s lock timeout, ten builds in a row)."""
+    another schema included."""
     base = _base_url("postgresql")
     name = _scratch_name()
     admin = _admin(base)

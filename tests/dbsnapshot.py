@@ -85,6 +85,14 @@ def _pg_schema(conn: Connection) -> list[str]:
         " FROM pg_class WHERE relnamespace = quote_ident(current_schema())::regnamespace"
         " AND relkind IN ('r', 'p', 'v', 'm', 'S')",
         "view": "SELECT viewname, definition FROM pg_views WHERE schemaname = current_schema()",
+        # (The relations' own are above; an index's and a constraint's here.)
+        "comment": "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c"
+        " WHERE c.relnamespace = quote_ident(current_schema())::regnamespace"
+        " AND c.relkind IN ('i', 'I') AND obj_description(c.oid, 'pg_class') IS NOT NULL"
+        " UNION ALL SELECT k.conname, obj_description(k.oid, 'pg_constraint')"
+        " FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid"
+        " WHERE c.relnamespace = quote_ident(current_schema())::regnamespace"
+        " AND obj_description(k.oid, 'pg_constraint') IS NOT NULL",
         "rule": "SELECT tablename, rulename, definition FROM pg_rules"
         " WHERE schemaname = current_schema()",
         "sequence": "SELECT sequencename, data_type::text, start_value, increment_by,"

@@ -5,6 +5,7 @@ schema and rows, and the refusals (before any change, naming what was refused)."
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -22,6 +23,7 @@ from sqla_ids.alembic.add_key import AddUUID7KeyOp, DropUUID7KeyOp
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import AddKeyOptions, add_uuid7_key, drop_uuid7_key, plan_add_uuid7_key
 from sqla_ids.migration.core.added_key import RECORD_TABLE
+from sqla_ids.migration.core.sql import execute_sql, quote_name
 from sqla_ids.types.uuid7 import UUIDv7
 
 TABLE = 'lo`g "Bö\'r" %s :x'
@@ -697,3 +699,94 @@ def test_the_fill_is_no_application_update(log: Engine, online: bool) -> None:
     with log.begin() as conn:  # and they fire for the application
         conn.execute(sa.update(t).where(t.c[SEQ] == 1000).values({CODE: "zz"}))
         assert conn.execute(sa.select(sa.func.count()).select_from(sa.table(AUDIT))).scalar() == 1
+
+
+_PG_UNIQUE = {
+    # A constraint deferred, with INCLUDE columns and a fill factor; an index too.
+    "constraint": "ALTER TABLE {t} ADD CONSTRAINT {u} UNIQUE ({c}) INCLUDE ({s})"
+    " WITH (fillfactor = 70) DEFERRABLE INITIALLY DEFERRED",
+    "index": "CREATE UNIQUE INDEX {u} ON {t} ({c} DESC) INCLUDE ({s}) WITH (fillfactor = 70)",
+}
+_PG_COMMENTS = {
+    "constraint": ["COMMENT ON CONSTRAINT {u} ON {t} IS 'the code''s \"key\" %s'"],
+    "index": ["COMMENT ON INDEX {u} IS 'the code''s \"index\" %s'"],
+}
+
+
+@pytest.mark.parametrize(
+    "database, kind, drop",
+    [
+        ("postgresql", "constraint", "offline"),
+        ("postgresql", "index", "offline"),
+        ("postgresql", "constraint", "online, in a transaction"),
+        ("postgresql", "constraint", "online, autocommit"),
+        ("postgresql", "index", "online, autocommit"),
+        ("mariadb", "index", "offline"),
+        ("mariadb", "index", "online, autocommit"),
+    ],
+)
+def test_the_unique_key_comes_back_exactly(
+    request: pytest.FixtureRequest, database: str, kind: str, drop: str
+) -> None:
+    """The unique key ``keep_unique_key=False`` dropped comes back on
+    ``drop_uuid7_key`` with all it had: its comments, ``DEFERRABLE``,
+    ``INCLUDE``, storage parameters, ``DESC`` columns (MariaDB: its
+    ``COMMENT``, a ``DESC`` column and a prefix length). Online on a
+    connection in autocommit mode, PostgreSQL builds its index ``CONCURRENTLY``
+    (a stopped build's invalid index dropped and built again) and makes the
+    constraint from it ``USING INDEX``: no write waits for the build."""
+    engine: Engine = request.getfixturevalue(f"{database}_private_engine")
+    online = drop != "offline"
+    q = functools.partial(quote_name, engine.dialect)
+    names = {"t": q(TABLE), "u": q(UNIQUE), "c": q(CODE), "s": q(SEQ)}
+    with engine.begin() as conn:
+        table = _create(conn, unique=False)
+        conn.execute(sa.insert(table), _rows())
+        if database == "postgresql":
+            for sql in [_PG_UNIQUE[kind], *_PG_COMMENTS[kind]]:
+                execute_sql(conn, sql.format(**names))
+        else:
+            key = "UNIQUE KEY {u} ({c}(3) DESC, {s}) COMMENT 'the code''s %s'"
+            execute_sql(conn, f"ALTER TABLE {{t}} ADD {key}".format(**names))
+    before = _snapshot(engine)
+    with engine.connect() as conn:
+        add_uuid7_key(
+            conn,
+            TABLE,
+            column=KEY,
+            unique_key=UNIQUE,
+            keep_unique_key=False,
+            online=online,
+        )
+        conn.commit()
+    assert UNIQUE not in _uniques(engine)
+    autocommit = drop == "online, autocommit"
+    if autocommit and database == "postgresql":
+        # A build stopped midway left the index in the catalog, invalid.
+        stopped = "CREATE UNIQUE INDEX CONCURRENTLY {u} ON {t} ((1))".format(**names)
+        with (
+            engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn,
+            pytest.raises(sa.exc.IntegrityError),
+        ):
+            execute_sql(conn, stopped)
+    statements: list[str] = []
+
+    def sent(*args: Any) -> None:
+        statements.append(args[2])
+
+    sa.event.listen(engine, "before_cursor_execute", sent)
+    with engine.connect() as conn:
+        if autocommit:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        drop_uuid7_key(conn, TABLE)
+        conn.commit()
+    sa.event.remove(engine, "before_cursor_execute", sent)
+    after = _snapshot(engine)
+    assert sorted(set(after[0]) - set(before[0])) == sorted(set(before[0]) - set(after[0]))
+    assert after == before
+    if database == "postgresql":
+        built = [s for s in statements if "CREATE UNIQUE INDEX" in s or "UNIQUE (" in s]
+        assert len(built) == 1, built
+        assert all("CONCURRENTLY" in s for s in built) == autocommit, built
+        if autocommit and kind == "constraint":
+            assert any("USING INDEX" in s for s in statements)

@@ -352,13 +352,22 @@ adder = pg.PostgreSQLOnlineKeyAdder if db is pg else mariadb.MariaDBOnlineKeyAdd
 real_step = db._step
 steps = []
 
-def step(connection, plan, sql):
+def count(sql):
     steps.append(sql)
     if point.startswith("step:") and len(steps) == int(point[5:]):
         os.kill(os.getpid(), signal.SIGKILL)
+
+def step(connection, plan, sql):
+    count(sql)
     real_step(connection, plan, sql)
 
 db._step = step
+if db is pg:  # (CREATE INDEX CONCURRENTLY: with no lock timeout)
+    real_concurrently = pg._concurrently
+    def concurrently(connection, sql):
+        count(sql)
+        real_concurrently(connection, sql)
+    pg._concurrently = concurrently
 if point == "batch":
     real_write = adder.write_batch
     batches = []
@@ -459,10 +468,10 @@ def test_through_alembic_in_its_transaction(online_private_engine: Engine) -> No
 def test_an_invalid_index_left_by_a_stopped_build_is_built_again(
     postgresql_private_engine: Engine,
 ) -> None:
-    """``CREATE INDEX CONCURRENTLY`` that stops (its lock timeout while it waits
-    for older transactions, a kill) leaves its index in the catalog, invalid: the
-    run drops it and builds it again (a stopped build made here: a unique index
-    on a constant over many rows fails, invalid, under the run's index name)."""
+    """``CREATE INDEX CONCURRENTLY`` that stops (a kill, a cancel) leaves its
+    index in the catalog, invalid: the run drops it and builds it again (a
+    stopped build made here: a unique index on a constant over many rows
+    fails, invalid, under the run's index name)."""
     from sqla_ids.migration.backends.postgresql.add_key import _online_names
     from sqla_ids.migration.core.added_key import AddKeyOptions, AddKeyPlan
 
@@ -482,3 +491,71 @@ def test_an_invalid_index_left_by_a_stopped_build_is_built_again(
         primary = sa.inspect(conn).get_pk_constraint(TABLE)
         assert primary["constrained_columns"] == [KEY] and primary["name"] == f"{TABLE}_pkey"
         assert conn.execute(sa.text("SELECT to_regclass(:i)"), {"i": q(index)}).scalar() is None
+
+
+def test_the_index_build_waits_out_a_long_transaction_anywhere_in_the_database(
+    postgresql_database_engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``CREATE INDEX CONCURRENTLY`` waits for every transaction older than it in
+    the database -- here a report reading another table in one snapshot, open for
+    many times the run's lock timeout. The build waits, with no lock timeout (the
+    wait blocks nobody: the application writes meanwhile), one build from start
+    to end, and the run ends once the report does. Before, each wait failed the
+    build at the lock timeout, left an invalid index to drop and build again,
+    and the run gave up after ten."""
+    engine = postgresql_database_engine
+    table = _create(engine)
+    q = engine.dialect.identifier_preparer.quote
+    report_table = 'rep"ort ü'
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE TABLE {q(report_table)} (n int)")
+        conn.exec_driver_sql(f"INSERT INTO {q(report_table)} VALUES (1)")
+    report = engine.connect().execution_options(isolation_level="REPEATABLE READ")
+    report.begin()
+    report.exec_driver_sql(f"SELECT count(*) FROM {q(report_table)}")
+    failures: list[BaseException] = []
+
+    def migrate() -> None:
+        try:
+            with engine.connect() as conn:
+                add_uuid7_key(conn, TABLE, column=KEY, online=True, order_by=SEQ, lock_timeout=0.1)
+        except BaseException as error:
+            failures.append(error)
+
+    build = (
+        "SELECT pid, query_start FROM pg_stat_activity WHERE datname = current_database()"
+        " AND query LIKE 'CREATE UNIQUE INDEX CONCURRENTLY%' AND wait_event_type = 'Lock'"
+    )
+    run = threading.Thread(target=migrate)
+    with caplog.at_level("INFO", logger="alembic.sqla_ids.migration"), engine.connect() as watch:
+        run.start()
+        try:
+            waiting = None
+            while waiting is None and run.is_alive():
+                waiting = watch.execute(sa.text(build)).first()
+                watch.rollback()
+                time.sleep(0.05)
+            assert waiting is not None, failures
+            # Ten times the lock timeout later: the same build, still waiting.
+            time.sleep(1.0)
+            assert watch.execute(sa.text(build)).all() == [waiting]
+            watch.rollback()
+            # The application writes meanwhile (the build's locks let it).
+            with engine.begin() as app:
+                app.execute(sa.insert(table).values({SEQ: 30_000, CODE: "during", "payload": "x"}))
+                app.execute(sa.update(table).where(table.c[SEQ] == 10_000).values(payload="w"))
+        finally:
+            report.rollback()
+            report.close()
+            run.join()
+    assert failures == []
+    assert not [r for r in caplog.records if "met the lock timeout" in r.getMessage()]
+    assert any("concurrently (it waits" in r.getMessage() for r in caplog.records)
+    with engine.connect() as conn:
+        assert sa.inspect(conn).get_pk_constraint(TABLE)["constrained_columns"] == [KEY]
+        rows, keys = conn.execute(
+            sa.select(sa.func.count(), sa.func.count(sa.distinct(sa.column(KEY)))).select_from(
+                sa.table(TABLE)
+            )
+        ).one()
+    assert rows == keys == ROWS + 1

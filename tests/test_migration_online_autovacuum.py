@@ -98,9 +98,8 @@ def test_an_online_key_addition_outlasts_autovacuum(
 ) -> None:
     """The same for ``add_uuid7_key(online=True)``'s steps, with three attempts
     each instead of twenty -- in a database of its own: its ``CREATE INDEX
-    CONCURRENTLY`` waits for every older transaction of its database under
-    the test's 0.2 s lock timeout, and the other tests' applications (another
-    schema, the same database) kept it waiting ten builds in a row on CI."""
+    CONCURRENTLY`` waits for every older transaction of its database, the
+    other tests' applications (another schema, the same database) included."""
     engine = postgresql_database_engine
     require_autovacuum(engine)
     monkeypatch.setattr(add_key_steps, "STEP_ATTEMPTS", 3)

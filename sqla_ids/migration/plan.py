@@ -611,6 +611,7 @@ def _assemble(ctx: _Planning) -> PkMigrationPlan:
     else:
         plan.new_default = NewKeyDefault("none", reason="server_default=False")
     plan.table_sql = reflect.table_sql(connection, plan)
+    plan.comment_sql = reflect.comment_sql(connection, plan)
     plan.columns = reflect.column_definitions(connection, plan)
     return plan
 

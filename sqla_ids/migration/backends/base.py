@@ -394,6 +394,12 @@ class Reflection(Protocol):
     def table_sql(self, connection: Connection, plan: PkMigrationPlan) -> dict[str, list[str]]:
         """The affected tables' definitions as the database prints them (for the record)."""
 
+    def comment_sql(self, connection: Connection, plan: PkMigrationPlan) -> list[str]:
+        """The comments on the constraints and indexes over the converted columns,
+        as the statements that give them back (:attr:`PkMigrationPlan.comment_sql`);
+        none where a comment is part of the definition (MariaDB's ``SHOW CREATE
+        TABLE`` lines) or there are none (SQLite)."""
+
     def column_definitions(
         self, connection: Connection, plan: PkMigrationPlan
     ) -> list[ColumnDefinition]:

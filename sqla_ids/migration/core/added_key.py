@@ -169,13 +169,22 @@ class UniqueKey:
 
     ``kind``: ``"constraint"`` or ``"index"``; ``definition``: what recreates
     it (PostgreSQL's ``pg_get_constraintdef``/``pg_get_indexdef``, SQLite's
-    ``CREATE UNIQUE INDEX``; MariaDB: the columns are enough).
+    ``CREATE UNIQUE INDEX``; MariaDB: the columns are enough). PostgreSQL also
+    records the index behind a constraint (``index``, its name, and
+    ``index_definition``, its ``pg_get_indexdef``): an online undo builds it
+    ``CONCURRENTLY`` and makes the constraint from it (empty in a record
+    written before they were). ``after``: the statements that give back what
+    the definition does not carry, run once the key is back (PostgreSQL: the
+    comments on the constraint and its index).
     """
 
     name: str
     columns: list[str]
     kind: str
     definition: str = ""
+    index: str = ""
+    index_definition: str = ""
+    after: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -262,6 +262,11 @@ class PkMigrationPlan:
     """MariaDB/MySQL: the application's ``UPDATE`` triggers kept from firing on the
     migration's writes -- dropped meanwhile offline, guarded online
     (:class:`ParkedTrigger`)."""
+    comment_sql: list[str] = field(default_factory=list)
+    """PostgreSQL: the comments on the constraints and indexes over the converted
+    columns, as ``COMMENT ON`` statements run again once they are made anew (a
+    foreign key dropped and added back, the online mode's new indexes and
+    constraints): a comment is no part of their definitions."""
     attached: list[str] | None = None
     """Online: every object that depended on the converted columns when the plan
     was made, as the database describes it (indexes, constraints, views,

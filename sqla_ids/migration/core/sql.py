@@ -72,21 +72,37 @@ def orphans(
 def quote_name(dialect: Dialect, name: str) -> str:
     """``name`` quoted as an identifier where needed, as the database reads it: for a
     bound value (``to_regclass(:t)``), a message, or SQL sent through
-    :func:`execute_sql` or ``text()`` (both escape ``%`` once). SQLAlchemy's
-    preparer doubles ``%`` for ``format``-style drivers, as its compiled statements
-    need; undone here (every ``%`` was doubled, so the pairs undo exactly)."""
-    quoted = str(dialect.identifier_preparer.quote(name))
-    if dialect.paramstyle in ("format", "pyformat"):
-        quoted = quoted.replace("%%", "%")
-    return quoted
+    :func:`execute_sql` (which sends it as it is) or ``text()`` (which escapes
+    what it must for its driver). SQLAlchemy's preparer doubles ``%`` for the
+    drivers that read it as a placeholder (psycopg, PyMySQL; not
+    mysql-connector), as its compiled statements need; undone here (:func:`_undoubled`)."""
+    return _undoubled(str(dialect.identifier_preparer.quote(name)), name)
+
+
+def _undoubled(rendered: str, value: str) -> str:
+    """``rendered`` (``value`` quoted or made a literal by SQLAlchemy) with its
+    ``%`` as in ``value``: when SQLAlchemy doubled every one (it does or not
+    by driver), the pairs undo exactly."""
+    if value.count("%") and rendered.count("%") == 2 * value.count("%"):
+        return rendered.replace("%%", "%")
+    return rendered
 
 
 def execute_sql(connection: Connection, sql: str) -> None:
-    """Run a complete SQL statement (no parameters); ``%`` in it (``LIKE 'a%'`` in a
-    recreated definition) is escaped for drivers with ``format`` paramstyle."""
-    if connection.dialect.paramstyle in ("format", "pyformat"):
-        sql = sql.replace("%", "%%")
-    connection.exec_driver_sql(sql)
+    """Run a complete SQL statement (no parameters) exactly as written
+    (:func:`query_sql`)."""
+    query_sql(connection, sql)
+
+
+def query_sql(connection: Connection, sql: str) -> sa.CursorResult[*tuple[Any, ...]]:
+    """Run a complete SQL statement (no parameters) exactly as written, and return
+    its rows. ``no_parameters``: the driver gets the text alone. Given an empty
+    parameter list, a driver with the ``format`` paramstyle reads a ``%`` in the
+    text -- ``LIKE 'a%'`` in a recreated definition, a name -- as a placeholder
+    or not depending on the driver (PyMySQL and psycopg do, made ``sqla_a%s``
+    into ``sqla_a{}``; mysql-connector does not, and would keep an escaping
+    ``%%``): no escaping suits both, the text alone suits every driver."""
+    return connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
 
 
 def literal(connection: Connection, value: str) -> str:
@@ -101,15 +117,13 @@ def literal_for(dialect: Dialect, value: str) -> str:
     it knows the server's ``standard_conforming_strings`` and backslashes.
 
     The renderer doubles ``%`` for ``format``-paramstyle drivers; that is undone
-    here because :func:`execute_sql` does it for the whole statement."""
+    here: :func:`execute_sql` sends the statement as it is."""
     rendered = str(
         sa.literal(value, sa.String()).compile(
             dialect=dialect, compile_kwargs={"literal_binds": True}
         )
     )
-    if dialect.paramstyle in ("format", "pyformat"):
-        rendered = rendered.replace("%%", "%")
-    return rendered
+    return _undoubled(rendered, value)
 
 
 @dataclass(frozen=True)

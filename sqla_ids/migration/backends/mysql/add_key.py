@@ -39,6 +39,7 @@ from sqla_ids.migration.backends.mysql.online import MariaDBOnline
 from sqla_ids.migration.backends.mysql.reflect import (
     _TRIGGER_NAME,
     MAX_IDENTIFIER_CHARS,
+    create_lines,
     preserved_columns,
     update_triggers,
 )
@@ -117,7 +118,9 @@ class MariaDBKeyAdder(KeyAdder):
     transactional = False
 
     def unique_key(self, connection: Connection, table: str, name: str) -> UniqueKey | str | None:
-        """From ``information_schema.STATISTICS``; the definition keeps prefix lengths."""
+        """From ``information_schema.STATISTICS``; the definition is the key's own
+        line of ``SHOW CREATE TABLE`` (its prefix lengths, ``DESC`` columns,
+        ``COMMENT``, ``IGNORED``, ``USING``: all of it comes back)."""
         rows = connection.execute(
             sa.text(
                 "SELECT COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS"
@@ -134,7 +137,13 @@ class MariaDBKeyAdder(KeyAdder):
             quoted(connection, column) + ("" if length is None else f"({int(length)})")
             for column, length in rows
         ]
+        # (Built from the columns where SHOW CREATE TABLE quotes no name:
+        # sql_quote_show_create off.)
         definition = f"UNIQUE KEY {quoted(connection, name)} ({', '.join(parts)})"
+        head = "UNIQUE KEY `" + name.replace("`", "``") + "` ("
+        for line in create_lines(connection, table):
+            if line.startswith(head):
+                definition = line
         return UniqueKey(name, [column for column, _ in rows], "index", definition)
 
     def problems(self, connection: Connection, inspector: Inspector, plan: AddKeyPlan) -> list[str]:

@@ -91,6 +91,7 @@ from sqla_ids.migration.backends.base import Backfill, Ddl, Mode, OnlineStrategy
 from sqla_ids.migration.backends.mysql import guards, keys, reflect, versions
 from sqla_ids.migration.backends.mysql.reflect import (
     catalog_rows,
+    index_clause,
     preserved_columns,
 )
 from sqla_ids.migration.core import analysis, mapping
@@ -1516,7 +1517,10 @@ def _index_clauses(
     existing: dict[str, list[str]],
 ) -> list[str]:
     """``ADD INDEX`` of each index of ``table`` over affected columns not built
-    again over the columns replacing them yet (``existing``: its indexes now)."""
+    again over the columns replacing them yet (``existing``: its indexes now):
+    its own ``SHOW CREATE TABLE`` line over the new columns (its ``COMMENT``,
+    prefix lengths and orders with it), else from its columns (a plan
+    recorded without the line)."""
     result = []
     for number, dep in rebuilt(plan):
         if dep.table != table or dep.kind == "primary":
@@ -1524,9 +1528,13 @@ def _index_clauses(
         name = object_name(plan, "ix", number)
         if name in existing or (not sides.up and _parked_index(plan, number) in existing):
             continue
-        cols = ", ".join(_q(connection, sides.new_column(dep.table, c)) for c in dep.columns)
-        kind = "UNIQUE INDEX" if dep.kind == "unique" else "INDEX"
-        result.append(f"ADD {kind} {_q(connection, name)} ({cols})")
+        line = (dep.definition or "").removeprefix("ADD ")
+        clause = index_clause(line, name, partial(sides.new_column, dep.table))
+        if clause is None:
+            cols = ", ".join(_q(connection, sides.new_column(dep.table, c)) for c in dep.columns)
+            kind = "UNIQUE INDEX" if dep.kind == "unique" else "INDEX"
+            clause = f"ADD {kind} {_q(connection, name)} ({cols})"
+        result.append(clause)
     return result
 
 

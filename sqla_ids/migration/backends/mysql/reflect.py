@@ -10,6 +10,7 @@ byte.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -37,7 +38,7 @@ from sqla_ids.migration.core.model import (
 )
 from sqla_ids.migration.core.names import is_object_name
 from sqla_ids.migration.core.reflected import Inspector
-from sqla_ids.migration.core.sql import quote_name
+from sqla_ids.migration.core.sql import query_sql, quote_name
 
 IDENTIFIER_QUOTE = "`"
 #: Longest table/column/index name MariaDB and MySQL accept (characters).
@@ -310,7 +311,7 @@ def update_triggers(connection: Connection, affected: dict[str, set[str]]) -> li
             continue
         # Its original statement: the body as written, definer, timing, event.
         create = (
-            connection.exec_driver_sql(f"SHOW CREATE TRIGGER {_quote(connection, name)}")
+            query_sql(connection, f"SHOW CREATE TRIGGER {_quote(connection, name)}")
             .mappings()
             .one()["SQL Original Statement"]
         )
@@ -391,7 +392,7 @@ def find_views(
         if depends_on is None:
             continue
         q = _quote(connection, view)
-        create = str(connection.exec_driver_sql(f"SHOW CREATE VIEW {q}").one()[1])
+        create = str(query_sql(connection, f"SHOW CREATE VIEW {q}").one()[1])
         db = connection.exec_driver_sql("SELECT DATABASE()").scalar_one()
         views.append(
             View(
@@ -503,7 +504,7 @@ def find_dependents(
         indexes: dict[str, list[Any]] = {}
         for row in rows:
             indexes.setdefault(row[0], []).append(row)
-        lines = _create_lines(connection, t)
+        lines = create_lines(connection, t)
         for name, parts in indexes.items():
             ix_cols = [p[2] for p in parts]
             if not cols & set(ix_cols) or (t == table and name == "PRIMARY"):
@@ -557,6 +558,45 @@ _KEY_LINE = re.compile(
 )
 
 
+def comment_sql(connection: Connection, plan: PkMigrationPlan) -> list[str]:
+    """None: an index's ``COMMENT`` is part of its ``SHOW CREATE TABLE`` line, which the
+    migration puts back (:func:`table_sql`)."""
+    return []
+
+
+# One part of an index line's column list: `name`, a prefix length, an order, then
+# the separator or the list's end.
+_KEY_PART = re.compile(r"`((?:[^`]|``)+)`(\(\d+\))?( DESC| ASC)?([,)])")
+
+
+def index_clause(line: str, name: str, column: Callable[[str], str]) -> str | None:
+    """``ADD`` the index an index line of ``SHOW CREATE TABLE`` defines, named
+    ``name``, over the columns ``column`` gives for its own -- with all the
+    rest of the line: prefix lengths, orders, ``COMMENT``, ``USING``,
+    ``IGNORED``. ``None`` for a line this does not read (a primary key, an
+    expression), which the caller builds from the columns instead."""
+    match = _KEY_LINE.match(line)
+    if match is None or match.group(1) is None:
+        return None
+    kind = line[: match.start(1) - 1]  # "UNIQUE KEY ", "KEY "...
+    rest = line[match.end() :]
+    if not rest.startswith("("):
+        return None
+    parts, at = [], 1
+    while True:
+        part = _KEY_PART.match(rest, at)
+        if part is None:
+            return None
+        own = part.group(1).replace("``", "`")
+        quoted = "`" + column(own).replace("`", "``") + "`"
+        parts.append(quoted + (part.group(2) or "") + (part.group(3) or ""))
+        at = part.end()
+        if part.group(4) == ")":
+            break
+    quoted_name = "`" + name.replace("`", "``") + "`"
+    return f"ADD {kind}{quoted_name} ({','.join(parts)}){rest[at:]}"
+
+
 def key_name(line: str) -> str | None:
     """The index an index line of ``SHOW CREATE TABLE`` defines (``PRIMARY`` for the
     primary key); ``None`` for another line (a column, a constraint)."""
@@ -578,14 +618,12 @@ def key_lines(connection: Connection, table: str) -> list[str]:
             {"t": table},
         ).scalars()
     )
-    return [ln for ln in _create_lines(connection, table) if key_name(ln) in names]
+    return [ln for ln in create_lines(connection, table) if key_name(ln) in names]
 
 
-def _create_lines(connection: Connection, table: str) -> list[str]:
+def create_lines(connection: Connection, table: str) -> list[str]:
     """The column and index lines of ``SHOW CREATE TABLE``."""
-    create = str(
-        connection.exec_driver_sql(f"SHOW CREATE TABLE {_quote(connection, table)}").one()[1]
-    )
+    create = str(query_sql(connection, f"SHOW CREATE TABLE {_quote(connection, table)}").one()[1])
     return [line.strip().rstrip(",") for line in create.split("\n")[1:-1]]
 
 
@@ -594,7 +632,7 @@ def column_definitions(connection: Connection, plan: PkMigrationPlan) -> list[Co
     before it and its comment, to put it back where and as it was."""
     result = []
     for table in plan.affected_tables:
-        lines = _create_lines(connection, table)
+        lines = create_lines(connection, table)
         rows = connection.execute(
             sa.text(
                 "SELECT COLUMN_NAME, COLUMN_COMMENT FROM information_schema.COLUMNS"

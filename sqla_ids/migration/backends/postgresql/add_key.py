@@ -11,7 +11,8 @@ skipped, while the rows still to do keep their ``ctid``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,7 +20,6 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import UserDefinedType
 
-from sqla_ids.errors import MigrationVerificationError
 from sqla_ids.migration.backends.add_key import (
     KeyAdder,
     autocommit,
@@ -37,7 +37,8 @@ from sqla_ids.migration.backends.postgresql.online import (
 from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.mapping import RawType
 from sqla_ids.migration.core.model import name_suffix
-from sqla_ids.migration.core.sql import execute_sql
+from sqla_ids.migration.core.progress import logger
+from sqla_ids.migration.core.sql import execute_sql, literal
 from sqla_ids.types.server_functions import install_uuid7_function, uuid7_column_default_sql
 
 
@@ -67,6 +68,9 @@ class PostgreSQLKeyAdder(KeyAdder):
                 "SELECT ic.relname, con.oid IS NOT NULL AS is_constraint,"
                 " CASE WHEN con.oid IS NOT NULL THEN pg_get_constraintdef(con.oid)"
                 " ELSE pg_get_indexdef(i.indexrelid) END AS definition,"
+                " pg_get_indexdef(i.indexrelid) AS index_definition,"
+                " obj_description(con.oid, 'pg_constraint') AS constraint_comment,"
+                " obj_description(i.indexrelid, 'pg_class') AS index_comment,"
                 " i.indpred IS NOT NULL AS partial, 0 = ANY(i.indkey::int2[]) AS expression,"
                 " ARRAY(SELECT a.attname FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(n, o)"
                 "  JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n"
@@ -83,7 +87,22 @@ class PostgreSQLKeyAdder(KeyAdder):
         if row.partial or row.expression:
             return f"unique index {name} is {'partial' if row.partial else 'on an expression'}"
         kind = "constraint" if row.is_constraint else "index"
-        return UniqueKey(name, list(row.columns), kind, row.definition)
+        # Comments are no part of a definition: given back after it, by name (a
+        # constraint's index takes the constraint's name when it is made again).
+        after = []
+        if row.constraint_comment is not None:
+            after.append(
+                f"COMMENT ON CONSTRAINT {quoted(connection, name)} ON {quoted(connection, table)}"
+                f" IS {literal(connection, row.constraint_comment)}"
+            )
+        if row.index_comment is not None:
+            after.append(
+                f"COMMENT ON INDEX {_qualified_index(connection, table, name)}"
+                f" IS {literal(connection, row.index_comment)}"
+            )
+        return UniqueKey(
+            name, list(row.columns), kind, row.definition, row.relname, row.index_definition, after
+        )
 
     @contextmanager
     def quiet(self, connection: Connection, plan: AddKeyPlan) -> Iterator[None]:
@@ -136,14 +155,7 @@ class PostgreSQLKeyAdder(KeyAdder):
         execute_sql(connection, f"ALTER TABLE {q(plan.table)} DROP COLUMN {q(plan.column)}")
         unique = plan.unique_key
         if unique is not None and not plan.options.keep_unique_key:
-            if unique.kind == "constraint":
-                execute_sql(
-                    connection,
-                    f"ALTER TABLE {q(plan.table)} ADD CONSTRAINT {q(unique.name)}"
-                    f" {unique.definition}",
-                )
-            else:
-                execute_sql(connection, unique.definition)
+            _unique_key_back(connection, plan, unique, functools.partial(execute_sql, connection))
 
 
 def _qualified_index(connection: Connection, table: str, index: str) -> str:
@@ -317,30 +329,21 @@ class PostgreSQLOnlineKeyAdder(PostgreSQLKeyAdder):
                 )
             else:
                 qualified = _qualified_index(connection, plan.table, unique.name)
-                _step(connection, plan, f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}")
+                _concurrently(connection, f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}")
 
     def undo(self, connection: Connection, plan: AddKeyPlan) -> None:
         """What :meth:`abandon` does -- for a finished run, or one killed midway --
-        then the unique key put back if :meth:`finish` dropped it."""
+        then the unique key put back if :meth:`finish` dropped it: on a
+        connection in autocommit mode without blocking writes
+        (:func:`_unique_key_back`); in the caller's transaction (Alembic's) its
+        index is built under the table's lock, as offline."""
         self.abandon(connection, plan)
         unique = plan.unique_key
         if unique is None or plan.options.keep_unique_key:
             return
-        there = connection.execute(
-            sa.text("SELECT to_regclass(:i) IS NOT NULL"),
-            {"i": _qualified_index(connection, plan.table, unique.name)},
-        ).scalar_one()
-        if there:  # (a run killed before it dropped it)
-            return
-        q = functools.partial(quoted, connection)
-        if unique.kind == "constraint":
-            _step(
-                connection,
-                plan,
-                f"ALTER TABLE {q(plan.table)} ADD CONSTRAINT {q(unique.name)} {unique.definition}",
-            )
-        else:
-            _step(connection, plan, unique.definition)
+        run = functools.partial(_step, connection, plan)
+        concurrently = autocommit(connection)
+        _unique_key_back(connection, plan, unique, run, concurrently)
 
     def abandon(self, connection: Connection, plan: AddKeyPlan) -> None:
         """Drop what a failed run added: the column (its default, index and check go
@@ -351,48 +354,122 @@ class PostgreSQLOnlineKeyAdder(PostgreSQLKeyAdder):
         if connection.execute(
             sa.text("SELECT to_regclass(:i) IS NOT NULL"), {"i": qualified}
         ).scalar_one():  # (a run stopped between the index build and the primary key)
-            how = "CONCURRENTLY " if autocommit(connection) else ""
-            _step(connection, plan, f"DROP INDEX {how}{qualified}")
+            if autocommit(connection):
+                _concurrently(connection, f"DROP INDEX CONCURRENTLY {qualified}")
+            else:
+                _step(connection, plan, f"DROP INDEX {qualified}")
         _step(
             connection, plan, f"ALTER TABLE {q(plan.table)} DROP COLUMN IF EXISTS {q(plan.column)}"
         )
 
 
-#: Builds of the unique index tried before the run gives up (each after one that
-#: left it invalid).
-_INDEX_BUILDS = 10
-
-
 def _unique_index(connection: Connection, plan: AddKeyPlan, index: str) -> None:
-    """The unique index on the key, built concurrently until it is valid. A build
-    that stops -- its lock timeout while it waits for older transactions, a kill --
-    leaves the index in the catalog, invalid: dropped, and built again."""
-    q = functools.partial(quoted, connection)
+    """The unique index on the key, built concurrently. A build that stopped (a
+    kill, a cancel) left the index in the catalog, invalid: dropped, and built
+    again."""
     qualified = _qualified_index(connection, plan.table, index)
-    for _ in range(_INDEX_BUILDS):
+    valid = connection.execute(
+        sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
+        {"i": qualified},
+    ).scalar()
+    if valid:
+        return
+    if valid is False:
+        _concurrently(connection, f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}")
+    logger.info(
+        "%s: building the unique index on %s concurrently (it waits for every"
+        " transaction older than it in the database to end)",
+        plan.table,
+        plan.column,
+    )
+    q = functools.partial(quoted, connection)
+    _concurrently(
+        connection,
+        f"CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS {q(index)}"
+        f" ON {q(plan.table)} ({q(plan.column)})",
+    )
+
+
+def _unique_key_back(
+    connection: Connection,
+    plan: AddKeyPlan,
+    unique: UniqueKey,
+    run: Callable[[str], None],
+    concurrently: bool = False,
+) -> None:
+    """The unique key ``finish`` dropped, back as it was: its index built from
+    its own recorded definition (``pg_get_indexdef``: storage parameters,
+    ``INCLUDE``, ``NULLS NOT DISTINCT``, sort orders -- ``pg_get_constraintdef``
+    leaves the storage parameters out), then, for a constraint, the constraint
+    made from that index (``ADD CONSTRAINT ... UNIQUE USING INDEX``: the catalog
+    only); then its comments. ``concurrently`` (an online undo on a
+    connection in autocommit mode): the index built ``CONCURRENTLY`` (dropped
+    first if a stopped build left it invalid), no write waiting for the build
+    -- where ``ADD CONSTRAINT ... UNIQUE (...)`` would build it holding the
+    table's ``ACCESS EXCLUSIVE`` lock. ``run``: how the other statements run. A
+    record written before the index definitions were kept: the key's own
+    definition, as then."""
+    q = functools.partial(quoted, connection)
+    constraint = unique.kind == "constraint"
+    if constraint and _has_constraint(connection, plan.table, unique.name):
+        return  # (a run killed before it dropped it, or a drop stopped after)
+    if constraint and not unique.index_definition:
+        run(f"ALTER TABLE {q(plan.table)} ADD CONSTRAINT {q(unique.name)} {unique.definition}")
+    else:
+        index = unique.index if constraint else unique.name
+        definition = unique.index_definition if constraint else unique.definition
+        qualified = _qualified_index(connection, plan.table, index)
         valid = connection.execute(
             sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
             {"i": qualified},
         ).scalar()
-        if valid:
-            return
-        if valid is False:
-            _step(connection, plan, f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}")
-        try:
-            _step(
-                connection,
-                plan,
-                f"CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS {q(index)}"
-                f" ON {q(plan.table)} ({q(plan.column)})",
+        if concurrently:
+            if valid is False:
+                _concurrently(connection, f"DROP INDEX CONCURRENTLY {qualified}")
+            if not valid:
+                # pg_get_indexdef's own text: "CREATE UNIQUE INDEX <name> ON ..."
+                head = "CREATE UNIQUE INDEX "
+                _concurrently(connection, f"{head}CONCURRENTLY {definition.removeprefix(head)}")
+        elif not valid:
+            if valid is False:
+                run(f"DROP INDEX {qualified}")
+            run(definition)
+        if constraint:
+            # pg_get_constraintdef ends with what the index cannot carry.
+            deferrable = re.search(r"( DEFERRABLE)?( INITIALLY DEFERRED)?$", unique.definition)
+            run(
+                f"ALTER TABLE {q(plan.table)} ADD CONSTRAINT {q(unique.name)}"
+                f" UNIQUE USING INDEX {q(index)}{deferrable.group(0) if deferrable else ''}"
             )
-        except sa.exc.DBAPIError as error:
-            if not _SESSIONS.is_lock_timeout(error):
-                raise
-    raise MigrationVerificationError(
-        f"{plan.table}: the unique index on {plan.column} could not be built in"
-        f" {_INDEX_BUILDS} tries (older transactions kept it waiting past lock_timeout);"
-        " run add_uuid7_key again to continue"
+    for statement in unique.after:
+        run(statement)
+
+
+def _has_constraint(connection: Connection, table: str, name: str) -> bool:
+    return bool(
+        connection.execute(
+            sa.text(
+                "SELECT EXISTS (SELECT FROM pg_constraint"
+                " WHERE conrelid = to_regclass(:t) AND conname = :n)"
+            ),
+            {"t": quoted(connection, table), "n": name},
+        ).scalar_one()
     )
+
+
+def _concurrently(connection: Connection, sql: str) -> None:
+    """``CREATE``/``DROP INDEX CONCURRENTLY``, with no lock timeout.
+
+    Such a statement only takes locks that the application's reads and writes
+    do not conflict with (nothing of theirs queues behind it), then waits for
+    transactions to end -- a ``CREATE``, for every one older than it anywhere
+    in the database (a report, a batch job): a wait that blocks nobody. Under
+    the run's short lock timeout each such wait failed the build, which left
+    an invalid index to drop and build again from a full scan of the table.
+    The primary-key migration builds its indexes the same way.
+    """
+    _SESSIONS.set_lock_timeout(connection, 0, local=False)
+    execute_sql(connection, sql)
 
 
 def _online_names(plan: AddKeyPlan) -> tuple[str, str]:

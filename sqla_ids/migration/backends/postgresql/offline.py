@@ -233,6 +233,8 @@ def _around(connection: Connection, plan: PkMigrationPlan) -> tuple[list[_Op], l
             for ref, name in constraints
         ),
         *(_Op(sql, view=view) for view in plan.views for sql in [view.create_sql, *view.after_sql]),
+        # (A foreign key added back has lost its comment; the rest kept theirs.)
+        *(_Op(sql) for sql in plan.comment_sql),
         *enable,
     ]
     return before, after

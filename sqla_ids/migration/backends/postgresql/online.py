@@ -62,7 +62,7 @@ from sqla_ids.migration.backends.base import (
     Probe,
     Task,
 )
-from sqla_ids.migration.backends.postgresql import keys, locks, partitions, versions
+from sqla_ids.migration.backends.postgresql import keys, partitions, versions
 from sqla_ids.migration.backends.postgresql.locks import (
     AUTOVACUUM,
     HELD,
@@ -70,6 +70,7 @@ from sqla_ids.migration.backends.postgresql.locks import (
     dollar_tag,
     lock_all,
     lock_tree,
+    wait_out_vacuum,
 )
 from sqla_ids.migration.backends.postgresql.reflect import (
     GENERATED_READERS,
@@ -963,7 +964,15 @@ def swap_statements(dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog) -
         statements
         + sync_trigger_statements(dialect, plan, catalog, forward=False)
         + create_view_statements(catalog)
+        + comment_statements(plan)
     )
+
+
+def comment_statements(plan: PkMigrationPlan) -> list[Statement]:
+    """The comments on the constraints and indexes over the columns, given to
+    those that now have their names (:attr:`PkMigrationPlan.comment_sql`): the
+    swap's are new, and an undo's old ones are back."""
+    return [Statement(sql) for sql in plan.comment_sql]
 
 
 def contract_statements(
@@ -1013,6 +1022,7 @@ def unswap_statements(dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog)
         + drop_trigger_statements(dialect, plan, catalog)
         + _drop_added(dialect, plan, "")
         + create_view_statements(catalog)
+        + comment_statements(plan)
     )
 
 
@@ -1282,7 +1292,7 @@ class PostgreSQLOnline(OnlineStrategy):
         step commits. Its statements then wait as any step's: under half the
         deadlock check, the migration the one that yields."""
         if quoted:
-            execute(connection, [locks.wait_out_vacuum(connection.dialect, list(quoted))])
+            execute(connection, [wait_out_vacuum(connection.dialect, list(quoted))])
 
     def is_lock_timeout(self, error: BaseException) -> bool:
         """SQLSTATE 55P03 (lock_not_available) or 40P01 (deadlock: also retried)."""

@@ -840,6 +840,58 @@ def table_sql(connection: Connection, plan: PkMigrationPlan) -> dict[str, list[s
     return {}
 
 
+# The constraints and indexes with a comment over the columns of one table (an
+# index of a constraint named for itself too: the online mode builds both anew).
+_COMMENTS = sa.text(
+    """
+    SELECT 'CONSTRAINT' AS kind, c.conname AS name, d.description
+    FROM pg_constraint c JOIN pg_description d ON d.objoid = c.oid
+      AND d.classoid = 'pg_constraint'::regclass AND d.objsubid = 0
+    WHERE c.conrelid = to_regclass(:t) AND EXISTS (SELECT FROM pg_attribute a
+      WHERE a.attrelid = c.conrelid AND a.attnum = ANY(c.conkey) AND a.attname = ANY(:cols))
+    UNION ALL
+    SELECT 'INDEX', ic.relname, d.description
+    FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+    JOIN pg_description d ON d.objoid = i.indexrelid
+      AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0
+    WHERE i.indrelid = to_regclass(:t) AND EXISTS (SELECT FROM pg_attribute a
+      WHERE a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) AND a.attname = ANY(:cols))
+    ORDER BY 1, 2
+    """
+)
+
+
+def comment_sql(connection: Connection, plan: PkMigrationPlan) -> list[str]:
+    """``COMMENT ON CONSTRAINT``/``INDEX`` for each constraint and index with a
+    comment over a converted column (the key, each reference; partitions' and
+    inheriting tables' own too), by name: the conversion keeps the names, and
+    its foreign keys dropped and added back, the online mode's new indexes and
+    constraints, lose the comments."""
+    affected: dict[str, set[str]] = {}
+    for table, column in plan.targets():
+        affected.setdefault(table, set()).add(column)
+    for ref in plan.references:
+        affected.setdefault(ref.table, set()).add(ref.column)
+    sql = []
+    for table, cols in sorted(_with_below(connection, affected).items()):
+        schema = connection.execute(
+            sa.text(
+                "SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = to_regclass(:t)"
+            ),
+            {"t": _quote(connection, table)},
+        ).scalar_one()
+        for kind, name, description in connection.execute(
+            _COMMENTS, _params(connection, table, cols)
+        ).all():
+            target = (
+                f"{_quote(connection, name)} ON {_quote(connection, table)}"
+                if kind == "CONSTRAINT"
+                else f"{schema}.{_quote(connection, name)}"
+            )
+            sql.append(f"COMMENT ON {kind} {target} IS {literal(connection, description)}")
+    return sql
+
+
 def column_definitions(connection: Connection, plan: PkMigrationPlan) -> list[ColumnDefinition]:
     """Not needed on PostgreSQL: the columns keep their definitions."""
     return []

@@ -270,6 +270,11 @@ def table_sql(connection: Connection, plan: PkMigrationPlan) -> dict[str, list[s
     return result
 
 
+def comment_sql(connection: Connection, plan: PkMigrationPlan) -> list[str]:
+    """None: SQLite has no comments."""
+    return []
+
+
 def next_old_key(connection: Connection, plan: PkMigrationPlan) -> Any:
     """No sequence: fresh old keys are numbered after the maximum."""
     return None

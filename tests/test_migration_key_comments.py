@@ -1,0 +1,95 @@
+"""Comments on the key's constraints and indexes survive the key migration and its
+undo: the primary key's, each foreign key's, and each index's over the key or a
+reference -- offline and online (PostgreSQL: ``COMMENT ON CONSTRAINT``/``INDEX``;
+MariaDB: an index's ``COMMENT``, in ``SHOW CREATE TABLE``). ``dbsnapshot`` compares
+them."""
+
+from __future__ import annotations
+
+import re
+
+import dbsnapshot
+import pytest
+from sqlalchemy.engine import Engine
+
+from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7
+from sqla_ids.migration.core.sql import execute_sql, quote_name
+
+PARENT, CHILD = 'pa"rent ü', "ch'ild"
+
+_PG = [
+    "CREATE TABLE {p} (id bigserial CONSTRAINT {pk} PRIMARY KEY, name text NOT NULL)",
+    "CREATE TABLE {c} (id bigserial PRIMARY KEY, {fkcol} bigint"
+    " CONSTRAINT {fk} REFERENCES {p} (id), note text)",
+    "CREATE INDEX {ix} ON {c} ({fkcol})",
+    "CREATE UNIQUE INDEX {uix} ON {p} (id, name)",
+    "COMMENT ON CONSTRAINT {pk} ON {p} IS 'the parent''s key'",
+    "COMMENT ON CONSTRAINT {fk} ON {c} IS 'each child''s parent'",
+    "COMMENT ON INDEX {ix} IS 'children by parent'",
+    "COMMENT ON INDEX {uix} IS 'parent by key and name'",
+]
+_MARIADB = [
+    "CREATE TABLE {p} (id bigint AUTO_INCREMENT PRIMARY KEY, name varchar(20) NOT NULL,"
+    # (name first: with the key first, the undo after the swap fails -- 1553,
+    # "needed in a foreign key constraint": docs/migration.md, Not yet)
+    " UNIQUE KEY {uix} (name, id) COMMENT 'parent by name and key')",
+    "CREATE TABLE {c} (id bigint AUTO_INCREMENT PRIMARY KEY, {fkcol} bigint, note text,"
+    " KEY {ix} ({fkcol}) COMMENT 'children by parent',"
+    " CONSTRAINT {fk} FOREIGN KEY ({fkcol}) REFERENCES {p} (id))",
+]
+
+
+@pytest.mark.parametrize("online", [False, True], ids=["offline", "online"])
+def test_comments_on_the_keys_constraints_and_indexes_come_through(
+    online_private_engine: Engine, online: bool
+) -> None:
+    engine = online_private_engine
+    q = lambda name: quote_name(engine.dialect, name)  # noqa: E731
+    names = {
+        "p": q(PARENT),
+        "c": q(CHILD),
+        "pk": q("pk ü"),
+        "fk": q('fk "parent"'),
+        "fkcol": q("parent id"),
+        "ix": q("ix 'parent'"),
+        "uix": q("uix ü"),
+    }
+    with engine.begin() as conn:
+        for sql in _PG if engine.dialect.name == "postgresql" else _MARIADB:
+            execute_sql(conn, sql.format(**names))
+        execute_sql(conn, "INSERT INTO {p} (name) VALUES ('a'), ('b')".format(**names))
+        execute_sql(
+            conn, "INSERT INTO {c} ({fkcol}, note) VALUES (1, 'x'), (2, 'y')".format(**names)
+        )
+    with engine.connect() as conn:
+        before = dbsnapshot.schema(conn), dbsnapshot.rows(conn)
+    comments = _comments(before[0])
+    assert len(comments) == (4 if engine.dialect.name == "postgresql" else 2)
+    phases = ["prepare", "swap"] if online else ["all"]
+    for phase in phases:  # (online: undone after the swap, where the schema is exact)
+        with engine.connect() as conn:
+            migrate_pk_to_uuid7(conn, PARENT, online=online, phase=phase, batch_size=1)
+            conn.commit()
+    with engine.connect() as conn:
+        assert set(comments) <= set(_comments(dbsnapshot.schema(conn)))
+        conn.rollback()
+        restore_pk_from_uuid7(conn, PARENT)
+        conn.commit()
+    with engine.connect() as conn:
+        assert (dbsnapshot.schema(conn), dbsnapshot.rows(conn)) == before
+    if online:  # and to the end
+        with engine.connect() as conn:
+            migrate_pk_to_uuid7(conn, PARENT, online=True, batch_size=1)
+            conn.commit()
+            assert set(comments) <= set(_comments(dbsnapshot.schema(conn)))
+
+
+def _comments(schema: list[str]) -> list[str]:
+    """The lines naming a comment: PostgreSQL's ``comment:`` lines, MariaDB's
+    index lines with their ``COMMENT`` (an object's name and comment: the same
+    line after the migration, beside the old column's and its renamed indexes')."""
+    return [
+        re.sub(r" key \d+: ", " key: ", line)  # (its place among the keys aside)
+        for line in schema
+        if line.startswith("comment:") or "COMMENT '" in line
+    ]
