@@ -10,6 +10,7 @@ row's other columns) joined through it: it must survive the upgrade too.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from typing import Any
@@ -27,6 +28,19 @@ def _text(value: Any) -> str:
     return repr(value)
 
 
+def _quote(conn: Connection, name: str) -> str:
+    """``name`` quoted as the server reads it (SQLAlchemy's preparer doubles ``%``
+    for the drivers that read it as a placeholder -- on 2.0 mysql-connector's
+    too, which does not with no parameters)."""
+    p = conn.dialect.identifier_preparer
+    return str(p.initial_quote + name.replace(p.escape_quote, p.escape_to_quote) + p.final_quote)
+
+
+def _query(conn: Connection, sql: str) -> Any:
+    """``sql`` sent as written: with no parameters no driver reads ``%`` in it."""
+    return conn.exec_driver_sql(sql, execution_options={"no_parameters": True})
+
+
 def tables(conn: Connection) -> list[str]:
     """User tables (not sqla_ids' own: the state table and mapping tables)."""
     names = sa.inspect(conn).get_table_names()
@@ -36,9 +50,9 @@ def tables(conn: Connection) -> list[str]:
 def rows(conn: Connection, only: list[str] | None = None) -> dict[str, list[tuple[str, ...]]]:
     """Every row of every table, values as text, sorted."""
     result = {}
-    q = conn.dialect.identifier_preparer.quote
+    q = functools.partial(_quote, conn)
     for t in only or tables(conn):
-        data = conn.exec_driver_sql(f"SELECT * FROM {q(t)}").all()
+        data = _query(conn, f"SELECT * FROM {q(t)}").all()
         result[t] = sorted(tuple(_text(v) for v in row) for row in data)
     return result
 
@@ -55,11 +69,9 @@ def view_rows(conn: Connection) -> dict[str, list[tuple[str, ...]]]:
                 " AND ispopulated"
             ).scalars()
         ]
-    q = conn.dialect.identifier_preparer.quote
+    q = functools.partial(_quote, conn)
     return {
-        v: sorted(
-            tuple(_text(x) for x in row) for row in conn.exec_driver_sql(f"SELECT * FROM {q(v)}")
-        )
+        v: sorted(tuple(_text(x) for x in row) for row in _query(conn, f"SELECT * FROM {q(v)}"))
         for v in sorted(names)
     }
 
@@ -106,10 +118,10 @@ def _pg_schema(conn: Connection) -> list[str]:
 
 
 def _mariadb_schema(conn: Connection) -> list[str]:
-    q = conn.dialect.identifier_preparer.quote
+    q = functools.partial(_quote, conn)
     out = []
     for t in tables(conn):
-        create = str(conn.exec_driver_sql(f"SHOW CREATE TABLE {q(t)}").one()[1])
+        create = str(_query(conn, f"SHOW CREATE TABLE {q(t)}").one()[1])
         lines = [ln.strip().rstrip(",") for ln in create.split("\n")]
         # Columns and keys in the order the server prints them: a positional
         # consumer (or a diff of two dumps) sees the order, so a round trip keeps it.
@@ -172,7 +184,7 @@ def relations(conn: Connection) -> dict[str, Counter[tuple[str, ...]]]:
     columns) of every joined pair, keys themselves left out (they change)."""
     inspector = sa.inspect(conn)
     reflect = backend_for(conn).reflect  # reads names with backticks right
-    q = conn.dialect.identifier_preparer.quote
+    q = functools.partial(_quote, conn)
     result: dict[str, Counter[tuple[str, ...]]] = {}
     fks = reflect.foreign_keys(conn, inspector)
     # Key columns (primary keys, every FK column, old keys) change: left out.
@@ -202,8 +214,8 @@ def relations(conn: Connection) -> dict[str, Counter[tuple[str, ...]]]:
             for a, b in zip(fk["constrained_columns"], fk["referred_columns"], strict=True)
         )
         select = ", ".join([f"c.{q(c)}" for c in cols_c] + [f"p.{q(c)}" for c in cols_p])
-        data = conn.exec_driver_sql(
-            f"SELECT {select or '1'} FROM {q(t)} c JOIN {q(parent)} p ON {on}"
+        data = _query(
+            conn, f"SELECT {select or '1'} FROM {q(t)} c JOIN {q(parent)} p ON {on}"
         ).all()
         result[f"{t}({', '.join(fk['constrained_columns'])})->{parent}"] = Counter(
             tuple(_text(v) for v in row) for row in data

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 
 import dbsnapshot
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
@@ -23,6 +24,11 @@ from sqla_ids.migration.core.sql import execute_sql, query_sql, quote_name
 
 def test_a_key_added_and_dropped_through_every_driver(mariadb_driver_engine: Engine) -> None:
     engine = mariadb_driver_engine
+    if engine.dialect.driver == "mysqlconnector" and sa.__version__.startswith("2.0."):
+        pytest.skip(
+            "SQLAlchemy 2.0's MySQL reflection through mysql-connector cannot read a table"
+            " whose name holds % (its SHOW CREATE TABLE keeps the doubled %%); 2.1 can"
+        )
     # (Not ``%%`` nor ``%(n)s`` in a name: SQLAlchemy's own statements with
     # parameters cannot carry them through mysql-connector.)
     table = f"sqla_ids %s 100% {uuid.uuid4().hex[:8]}"

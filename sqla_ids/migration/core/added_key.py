@@ -169,7 +169,8 @@ class UniqueKey:
 
     ``kind``: ``"constraint"`` or ``"index"``; ``definition``: what recreates
     it (PostgreSQL's ``pg_get_constraintdef``/``pg_get_indexdef``, SQLite's
-    ``CREATE UNIQUE INDEX``; MariaDB: the columns are enough). PostgreSQL also
+    ``CREATE UNIQUE INDEX``; MariaDB: the key's line of ``SHOW CREATE TABLE``,
+    or one made from its columns in a record written before). PostgreSQL also
     records the index behind a constraint (``index``, its name, and
     ``index_definition``, its ``pg_get_indexdef``): an online undo builds it
     ``CONCURRENTLY`` and makes the constraint from it (empty in a record

@@ -1029,6 +1029,22 @@ def _position(
     return f" AFTER {_q(dialect, definition.after)}"
 
 
+def _leaving_index(plan: PkMigrationPlan, number: int) -> str:
+    """Where an undo of the swap parks the migrated table's index over the UUID
+    key until it drops it with the column (:func:`_index_swap`)."""
+    return object_name(plan, "ixu", number)
+
+
+def _leaving_indexes(plan: PkMigrationPlan, catalog: Catalog, table: str) -> list[str]:
+    """The indexes :func:`_leaving_index` names that ``table`` has now."""
+    indexes = catalog.indexes.get(table, {})
+    return [
+        _leaving_index(plan, number)
+        for number, dep in rebuilt(plan)
+        if dep.table == table and _leaving_index(plan, number) in indexes
+    ]
+
+
 def _index_swap(
     dialect: Dialect,
     plan: PkMigrationPlan,
@@ -1045,7 +1061,15 @@ def _index_swap(
     until the contract, so the index stays right, and the online downgrade
     renames it back instead of building it again (an index build must get
     the table's metadata lock at its end). The contract drops it. Coming
-    down, the UUID column's index goes (the undo drops the column).
+    down, the UUID column's index goes (the undo drops the column) -- on the
+    migrated table it is renamed aside first (:func:`_leaving_index`: not its
+    build name, which a downgrade after an older swap gives the index it
+    builds again), and goes just before its column: dropped in the statement
+    that renames the columns, InnoDB refused
+    it (1553, "needed in a foreign key constraint") when a child's foreign key
+    to the key used it (a unique index starting with the key, once the primary
+    key had moved back to the old column), not seeing the index that serves
+    that foreign key under the columns' new names.
     """
 
     def q(name: str) -> str:
@@ -1066,6 +1090,10 @@ def _index_swap(
             if sides.up and parked not in existing:
                 clauses.append(f"RENAME INDEX {q(dep.name)} TO {q(parked)}")
                 catalog.rename_index(table, dep.name, parked)
+            elif not sides.up and table == plan.table and plan.column in dep.columns:
+                leaving = _leaving_index(plan, number)
+                clauses.append(f"RENAME INDEX {q(dep.name)} TO {q(leaving)}")
+                catalog.rename_index(table, dep.name, leaving)
             else:
                 clauses.append(f"DROP INDEX {q(dep.name)}")
                 catalog.drop_index(table, dep.name)
@@ -1467,13 +1495,14 @@ def unswap_statements(dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog)
         tmp = plan.temp_column(ref.table, ref.column)
         if tmp in catalog.columns.get(ref.table, {}):
             # A link table's parked key index over it goes first: dropped with
-            # it, a column would leave the index over the others (still unique).
+            # it, a column would leave the index over the others (still unique);
+            # so does (a self-reference) an index over it and the key.
             indexes = catalog.indexes.get(ref.table, {})
             parked = [
                 f"DROP INDEX {q(_parked_index(plan, number))}, "
                 for number, _ in link_keys(plan, ref.table)
                 if _parked_index(plan, number) in indexes
-            ]
+            ] + [f"DROP INDEX {q(name)}, " for name in _leaving_indexes(plan, catalog, ref.table)]
             statements.append(
                 Statement(
                     f"ALTER TABLE {q(ref.table)} {''.join(parked)}DROP COLUMN {q(tmp)},"
@@ -1482,12 +1511,22 @@ def unswap_statements(dialect: Dialect, plan: PkMigrationPlan, catalog: Catalog)
             )
             for number, _ in link_keys(plan, ref.table):
                 catalog.drop_index(ref.table, _parked_index(plan, number))
+            for name in _leaving_indexes(plan, catalog, ref.table):
+                catalog.drop_index(ref.table, name)
             catalog.drop_column(ref.table, tmp)
     key_tmp = plan.temp_column(plan.table, plan.column)
     if key_tmp in catalog.columns.get(plan.table, {}):
-        # Its unique index goes with it (dropping an index: no rebuild).
+        # Its unique index goes with it (dropping an index: no rebuild), and
+        # first the indexes over it the exchange renamed aside (_index_swap):
+        # a dropped column leaves a composite index over the others.
+        built = _leaving_indexes(plan, catalog, plan.table)
+        for name in built:
+            catalog.drop_index(plan.table, name)
+        drops = "".join(f"DROP INDEX {q(name)}, " for name in built)
         statements.append(
-            Statement(f"ALTER TABLE {q(plan.table)} DROP COLUMN {q(key_tmp)}, ALGORITHM=NOCOPY")
+            Statement(
+                f"ALTER TABLE {q(plan.table)} {drops}DROP COLUMN {q(key_tmp)}, ALGORITHM=NOCOPY"
+            )
         )
         catalog.drop_column(plan.table, key_tmp)
     return statements
