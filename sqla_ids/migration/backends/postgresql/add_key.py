@@ -368,10 +368,7 @@ def _unique_index(connection: Connection, plan: AddKeyPlan, index: str) -> None:
     kill, a cancel) left the index in the catalog, invalid: dropped, and built
     again."""
     qualified = _qualified_index(connection, plan.table, index)
-    valid = connection.execute(
-        sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
-        {"i": qualified},
-    ).scalar()
+    valid = _valid(connection, qualified)
     if valid:
         return
     if valid is False:
@@ -419,10 +416,7 @@ def _unique_key_back(
         index = unique.index if constraint else unique.name
         definition = unique.index_definition if constraint else unique.definition
         qualified = _qualified_index(connection, plan.table, index)
-        valid = connection.execute(
-            sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
-            {"i": qualified},
-        ).scalar()
+        valid = _valid(connection, qualified)
         if concurrently:
             if valid is False:
                 _concurrently(connection, f"DROP INDEX CONCURRENTLY {qualified}")
@@ -443,6 +437,16 @@ def _unique_key_back(
             )
     for statement in unique.after:
         run(statement)
+
+
+def _valid(connection: Connection, qualified: str) -> bool | None:
+    """Whether index ``qualified`` is valid; ``None`` when there is none (an
+    interrupted ``CONCURRENTLY`` build leaves it there, invalid)."""
+    valid = connection.execute(
+        sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
+        {"i": qualified},
+    ).scalar()
+    return None if valid is None else bool(valid)
 
 
 def _has_constraint(connection: Connection, table: str, name: str) -> bool:
