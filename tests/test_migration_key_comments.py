@@ -106,9 +106,11 @@ class _Killed(Exception):
     """The undo stopped before a statement, as a kill between two would."""
 
 
-#: DDL statements of the online undo after the swap, per database (the test
-#: below kills it before each; a change in their number fails it).
-UNDO_STATEMENTS = {"postgresql": 38, "mariadb": 19}
+#: DDL statements of the online undo after the swap, per database: how many
+#: it runs, and how many differ (the test below kills it before each; a
+#: change fails it). A statement that meets a lock timeout runs again: one
+#: more, none different.
+UNDO_STATEMENTS = {"postgresql": (38, 38), "mariadb": (19, 18)}
 
 
 # quick cover: the first statement's case (the others run in CI)
@@ -116,8 +118,8 @@ UNDO_STATEMENTS = {"postgresql": 38, "mariadb": 19}
     "database, kill",
     [
         (database, n) if n == 1 else pytest.param(database, n, marks=pytest.mark.slow)
-        for database, count in UNDO_STATEMENTS.items()
-        for n in range(1, count + 2)
+        for database, (count, _) in UNDO_STATEMENTS.items()
+        for n in range(count + 1)  # (0: run through)
     ],
 )
 def test_the_undo_after_the_swap_killed_before_each_statement_then_run_again(
@@ -126,7 +128,7 @@ def test_the_undo_after_the_swap_killed_before_each_statement_then_run_again(
     """The online undo after the swap stopped before its n-th DDL statement
     (each commits on its own), then run again: the schema -- the comments, the
     unique index starting with the key -- and the rows exactly as before. The
-    last case runs it to the end, counting its statements."""
+    case 0 runs it to the end, counting its statements."""
     engine: Engine = request.getfixturevalue(f"{database}_private_engine")
     _create(engine)
     with engine.connect() as conn:
@@ -149,12 +151,12 @@ def test_the_undo_after_the_swap_killed_before_each_statement_then_run_again(
             restore_pk_from_uuid7(conn, PARENT)
             conn.commit()
     except _Killed:
-        assert kill <= UNDO_STATEMENTS[database]
         with engine.connect() as conn:
             restore_pk_from_uuid7(conn, PARENT)
             conn.commit()
     else:
-        assert len(seen) == UNDO_STATEMENTS[database] == kill - 1, seen
+        count, different = UNDO_STATEMENTS[database]
+        assert kill == 0 and len(seen) >= count and len(set(seen)) == different, seen
     finally:
         sa.event.remove(engine, "before_cursor_execute", stop)
     with engine.connect() as conn:
