@@ -34,6 +34,7 @@ from sqla_ids.migration.backends.postgresql.online import (
     application_update_triggers,
     quiet_trigger_refusals,
 )
+from sqla_ids.migration.backends.postgresql.reflect import index_valid, schema_of
 from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.mapping import RawType
 from sqla_ids.migration.core.model import name_suffix
@@ -160,13 +161,7 @@ class PostgreSQLKeyAdder(KeyAdder):
 
 def _qualified_index(connection: Connection, table: str, index: str) -> str:
     """``schema.index`` of an index of ``table`` (an index shares its table's schema)."""
-    schema = connection.execute(
-        sa.text(
-            "SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = to_regclass(:t)"
-        ),
-        {"t": quoted(connection, table)},
-    ).scalar_one()
-    return f"{schema}.{quoted(connection, index)}"
+    return f"{schema_of(connection, table)}.{quoted(connection, index)}"
 
 
 #: The online strategy, for its session settings (``lock_timeout``) and errors.
@@ -368,7 +363,7 @@ def _unique_index(connection: Connection, plan: AddKeyPlan, index: str) -> None:
     kill, a cancel) left the index in the catalog, invalid: dropped, and built
     again."""
     qualified = _qualified_index(connection, plan.table, index)
-    valid = _valid(connection, qualified)
+    valid = index_valid(connection, qualified)
     if valid:
         return
     if valid is False:
@@ -416,7 +411,7 @@ def _unique_key_back(
         index = unique.index if constraint else unique.name
         definition = unique.index_definition if constraint else unique.definition
         qualified = _qualified_index(connection, plan.table, index)
-        valid = _valid(connection, qualified)
+        valid = index_valid(connection, qualified)
         if concurrently:
             if valid is False:
                 _concurrently(connection, f"DROP INDEX CONCURRENTLY {qualified}")
@@ -437,16 +432,6 @@ def _unique_key_back(
             )
     for statement in unique.after:
         run(statement)
-
-
-def _valid(connection: Connection, qualified: str) -> bool | None:
-    """Whether index ``qualified`` is valid; ``None`` when there is none (an
-    interrupted ``CONCURRENTLY`` build leaves it there, invalid)."""
-    valid = connection.execute(
-        sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
-        {"i": qualified},
-    ).scalar()
-    return None if valid is None else bool(valid)
 
 
 def _has_constraint(connection: Connection, table: str, name: str) -> bool:

@@ -75,6 +75,7 @@ from sqla_ids.migration.backends.postgresql.locks import (
 from sqla_ids.migration.backends.postgresql.reflect import (
     GENERATED_READERS,
     find_views,
+    index_valid,
     qualified,
 )
 from sqla_ids.migration.core import mapping
@@ -1424,10 +1425,7 @@ class PostgreSQLOnline(OnlineStrategy):
         def build(connection: Connection) -> list[Statement]:
             if partitions.is_partitioned(connection, table):
                 return partitions.index_leaves(connection, table, columns, name, unique)
-            valid = connection.execute(
-                sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
-                {"i": _q(connection, name)},
-            ).scalar()
+            valid = index_valid(connection, _q(connection, name))
             if valid:
                 return []
             cols = ", ".join(_q(connection, c) for c in columns)

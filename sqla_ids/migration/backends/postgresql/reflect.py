@@ -321,6 +321,29 @@ def qualified(connection: Connection, table: str) -> str:
     return f"{_quote(connection, schema)}.{_quote(connection, table)}"
 
 
+def schema_of(connection: Connection, table: str) -> str:
+    """The schema ``table`` is found in (on the search path), quoted as SQL needs
+    it: where its indexes are too, which are named ``schema.index``."""
+    return str(
+        connection.execute(
+            sa.text(
+                "SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = to_regclass(:t)"
+            ),
+            _params(connection, table),
+        ).scalar_one()
+    )
+
+
+def index_valid(connection: Connection, index: str) -> bool | None:
+    """Whether ``index`` (as SQL names it) is valid; ``None`` when there is none.
+    A ``CONCURRENTLY`` build that stopped leaves its index there, invalid."""
+    valid = connection.execute(
+        sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:i)"),
+        {"i": index},
+    ).scalar()
+    return None if valid is None else bool(valid)
+
+
 def _key_column(connection: Connection, table: str) -> str:
     return str(
         connection.execute(
@@ -874,12 +897,7 @@ def comment_sql(connection: Connection, plan: PkMigrationPlan) -> list[str]:
         affected.setdefault(ref.table, set()).add(ref.column)
     sql = []
     for table, cols in sorted(_with_below(connection, affected).items()):
-        schema = connection.execute(
-            sa.text(
-                "SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = to_regclass(:t)"
-            ),
-            {"t": _quote(connection, table)},
-        ).scalar_one()
+        schema = schema_of(connection, table)
         for kind, name, description in connection.execute(
             _COMMENTS, _params(connection, table, cols)
         ).all():
