@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 
 import sqla_ids.alembic  # noqa: F401 - registers the operations
 from sqla_ids import UUIDv7, is_uuid7, register_uuid7_function
+from sqla_ids.migration.core.sql import execute_sql, quote_name
 
 
 def _offline(run: str, *args: object, **kwargs: object) -> str:
@@ -44,34 +45,40 @@ def test_trigger_operations_elsewhere_do_nothing() -> None:
     assert buffer.getvalue() == ""
 
 
-def test_drop_trigger_undoes_create_trigger(private_engine: Engine) -> None:
+# (A name holding "%" and ":" too: the statements reach Alembic's execute() as
+# text(), which reads "%" as its driver's placeholder and ":x" as a parameter.)
+@pytest.mark.parametrize("name", ["t_trigger_op", "t %s :x ü"])
+def test_drop_trigger_undoes_create_trigger(private_engine: Engine, name: str) -> None:
     engine = private_engine
     if engine.dialect.name != "mysql":  # MariaDB's dialect is named "mysql" too
         pytest.skip("triggers stand in for a function DEFAULT on MariaDB/MySQL only")
     register_uuid7_function(engine)
     table = sa.Table(
-        "t_trigger_op",
+        name,
         sa.MetaData(),
         # No server default: only the trigger fills the key on MariaDB.
         sa.Column("id", UUIDv7(), primary_key=True),
         sa.Column("n", sa.Integer),
     )
+    triggers = sa.text(
+        "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS"
+        " WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = :t"
+    )
     with engine.begin() as conn:
         op = Operations(MigrationContext.configure(conn))
         op.create_uuid7_function()
         table.create(conn)
-        op.create_uuid7_trigger("t_trigger_op", "id")
+        op.create_uuid7_trigger(name, "id")
     try:
         with engine.begin() as conn:
-            conn.exec_driver_sql("INSERT INTO t_trigger_op (n) VALUES (1)")
+            execute_sql(conn, f"INSERT INTO {quote_name(conn.dialect, name)} (n) VALUES (1)")
             assert is_uuid7(conn.scalar(sa.select(table.c.id)))
             op = Operations(MigrationContext.configure(conn))
-            op.drop_uuid7_trigger("t_trigger_op", "id")
-            op.drop_uuid7_trigger("t_trigger_op", "id")  # gone already: nothing happens
-            triggers = conn.exec_driver_sql("SHOW TRIGGERS LIKE 't_trigger_op'").all()
-        assert triggers == []
+            op.drop_uuid7_trigger(name, "id")
+            op.drop_uuid7_trigger(name, "id")  # gone already: nothing happens
+            assert conn.execute(triggers, {"t": name}).all() == []
         with pytest.raises(sa.exc.DBAPIError), engine.begin() as conn:
-            conn.exec_driver_sql("INSERT INTO t_trigger_op (n) VALUES (2)")  # no key now
+            execute_sql(conn, f"INSERT INTO {quote_name(conn.dialect, name)} (n) VALUES (2)")
     finally:
         with engine.begin() as conn:
             table.drop(conn)

@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from alembic.operations import BatchOperations, Operations, ops
 from alembic.operations.toimpl import add_column as alembic_add_column
 
+from sqla_ids.alembic.uuid7_function_ops import column_trigger_sql, execute_statement
 from sqla_ids.dialects.order_number_owner import OrderNumberOwner
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.types.order_number import FormattedOrderNumber
@@ -38,7 +39,6 @@ from sqla_ids.types.server_functions import (
     UUID7_FUNCTION,
     UUID7_SERIAL_FUNCTION,
     UUIDv7ServerDefault,
-    uuid7_column_trigger_sql,
 )
 
 __all__ = ["add_column"]
@@ -75,13 +75,12 @@ def _add_server_keyed_column(operations: Operations, operation: ops.AddColumnOp)
     column = operation.column
     default = column.server_default
     assert isinstance(default, UUIDv7ServerDefault)
-    dialect = operations.get_context().dialect
-    preparer = dialect.identifier_preparer
-    table = preparer.quote(operation.table_name)
-    if operation.schema is not None:
-        table = f"{preparer.quote_schema(operation.schema)}.{table}"
-    trigger = uuid7_column_trigger_sql(
-        dialect.name, table, preparer.quote(column.name), serial=default.serial
+    trigger = column_trigger_sql(
+        operations.get_context().dialect,
+        operation.table_name,
+        column.name,
+        schema=operation.schema,
+        serial=default.serial,
     )
     if not trigger:  # the DEFAULT itself calls the function (every row, old and new)
         alembic_add_column(operations, operation)
@@ -92,7 +91,7 @@ def _add_server_keyed_column(operations: Operations, operation: ops.AddColumnOp)
         operations = Operations(operations.get_context())
     alembic_add_column(operations, operation)
     for statement in trigger:
-        operations.execute(statement)
+        execute_statement(operations, statement)
     # The rows the table had got the placeholder: one function call each.
     function: sa.sql.functions.Function[Any] = sa.sql.functions.Function(
         UUID7_SERIAL_FUNCTION if default.serial else UUID7_FUNCTION

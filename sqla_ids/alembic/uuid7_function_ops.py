@@ -18,8 +18,10 @@ from typing import Any
 from alembic.autogenerate import renderers
 from alembic.autogenerate.api import AutogenContext
 from alembic.operations import MigrateOperation, Operations
+from sqlalchemy.engine import Dialect
 
 from sqla_ids.alembic.render import import_operations
+from sqla_ids.migration.core.sql import quoter, text_sql
 from sqla_ids.types.server_functions import (
     uuid7_column_trigger_sql,
     uuid7_function_create_sql,
@@ -182,14 +184,31 @@ def _drop_function(operations: Operations, operation: DropUUID7FunctionOp) -> No
 def _trigger_sql(
     operations: Operations, operation: CreateUUID7TriggerOp | DropUUID7TriggerOp
 ) -> list[str]:
-    dialect = operations.get_context().dialect
-    preparer = dialect.identifier_preparer
-    table = preparer.quote(operation.table_name)
-    if operation.schema is not None:
-        table = f"{preparer.quote_schema(operation.schema)}.{table}"
-    return uuid7_column_trigger_sql(
-        dialect.name, table, preparer.quote(operation.column_name), serial=operation.serial
+    return column_trigger_sql(
+        operations.get_context().dialect,
+        operation.table_name,
+        operation.column_name,
+        schema=operation.schema,
+        serial=operation.serial,
     )
+
+
+def column_trigger_sql(
+    dialect: Dialect, table: str, column: str, *, schema: str | None, serial: bool
+) -> list[str]:
+    """The statements of the trigger filling ``table.column`` (MariaDB/MySQL; none
+    elsewhere), each name quoted as the database reads it: SQLAlchemy's preparer
+    doubles ``%`` for the statements it compiles, and :func:`execute_statement`
+    sends these through ``text()``, which doubles it again."""
+    q = quoter(dialect)
+    target = q(table) if schema is None else f"{q(schema)}.{q(table)}"
+    return uuid7_column_trigger_sql(dialect.name, target, q(column), serial=serial)
+
+
+def execute_statement(operations: Operations, statement: str) -> None:
+    """``op.execute(statement)`` for a complete statement whose quoted names may
+    hold ``:x``, which a plain string's ``text()`` would read as a parameter."""
+    operations.execute(text_sql(operations.get_context().dialect, statement))
 
 
 # The trigger's name is chosen by the database's DDL (sqla_ids.dialects); the
@@ -200,7 +219,7 @@ _CREATE_TRIGGER = re.compile(r"CREATE TRIGGER IF NOT EXISTS (.+?) BEFORE INSERT 
 @Operations.implementation_for(CreateUUID7TriggerOp)
 def _create_trigger(operations: Operations, operation: CreateUUID7TriggerOp) -> None:
     for statement in _trigger_sql(operations, operation):
-        operations.execute(statement)
+        execute_statement(operations, statement)
 
 
 @Operations.implementation_for(DropUUID7TriggerOp)
@@ -209,7 +228,7 @@ def _drop_trigger(operations: Operations, operation: DropUUID7TriggerOp) -> None
         match = _CREATE_TRIGGER.match(statement)
         if match is None:  # pragma: no cover - every trigger statement has this form
             raise RuntimeError(f"cannot find the trigger name in {statement!r}")
-        operations.execute(f"DROP TRIGGER IF EXISTS {match.group(1)}")
+        execute_statement(operations, f"DROP TRIGGER IF EXISTS {match.group(1)}")
 
 
 # --- renderers ---------------------------------------------------------------------

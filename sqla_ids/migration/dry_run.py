@@ -53,7 +53,7 @@ from sqla_ids.migration.core.sizing import (
     Step,
     TableSize,
 )
-from sqla_ids.migration.core.sql import Statement
+from sqla_ids.migration.core.sql import Statement, ddl_sql
 from sqla_ids.migration.plan import make_plan
 from sqla_ids.types.server_functions import uuid7_function_create_sql
 
@@ -283,15 +283,14 @@ def _state_table(connection: Connection) -> list[Step]:
     """The state table, as the runners create it on first use."""
     if sa.inspect(connection).has_table(state.STATE_TABLE):
         return []
-    create = sa.schema.CreateTable(state.state_table).compile(dialect=connection.dialect)
-    return [Statement(str(create))]
+    return [Statement(ddl_sql(sa.schema.CreateTable(state.state_table), connection.dialect))]
 
 
 def _head(connection: Connection, plan: PkMigrationPlan) -> list[Step]:
     """The state table (on first use) and the mapping table, as the offline runner
     creates them."""
-    create = sa.schema.CreateTable(mapping_table(plan)).compile(dialect=connection.dialect)
-    return [*_state_table(connection), Statement(str(create))]
+    create = ddl_sql(sa.schema.CreateTable(mapping_table(plan)), connection.dialect)
+    return [*_state_table(connection), Statement(create)]
 
 
 def _offline_phase(

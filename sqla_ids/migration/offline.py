@@ -27,7 +27,7 @@ from sqla_ids.migration.core.options import PkMigrationOptions
 from sqla_ids.migration.core.phases import Reached, Recorded
 from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.core.reflected import drop_table, inspect
-from sqla_ids.migration.core.sql import count, examples, execute_sql, orphans
+from sqla_ids.migration.core.sql import count, examples, execute_sql, orphans, quoter
 from sqla_ids.migration.plan import make_plan, resumed_options
 from sqla_ids.types.server_functions import install_uuid7_function
 
@@ -375,7 +375,7 @@ def _restore_old_column(
     logger.info(
         "%s.%s is gone: the old keys come from %s", plan.table, plan.old_column, plan.mapping_table
     )
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     execute_sql(
         connection,
         f"ALTER TABLE {q(plan.table)} ADD COLUMN {q(plan.old_column)} {plan.key_type_sql}",

@@ -340,8 +340,8 @@ class OnlineRun:
         except sa.exc.DBAPIError as error:
             # A view the swap (or its undo) recreates that does not work over the
             # columns that have the names now: named, with the way out.
-            # (The statement as the driver got it: execute_sql doubles a "%".)
-            ran = str(error.statement or "").replace("%%", "%")
+            # (The statement as the driver got it: execute_sql sends it as written.)
+            ran = str(error.statement or "")
             view = next((v for v in self.plan.views if ran in (v.create_sql, *v.after_sql)), None)
             if view is None:
                 raise

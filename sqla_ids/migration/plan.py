@@ -15,7 +15,6 @@ create, collect the blockers; then the plan is assembled.
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from contextlib import nullcontext
@@ -53,7 +52,7 @@ from sqla_ids.migration.core.model import (
 from sqla_ids.migration.core.options import PkMigrationOptions, build_options
 from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.core.reflected import Inspector, inspect
-from sqla_ids.migration.core.sql import count_orphans
+from sqla_ids.migration.core.sql import count_orphans, ddl_sql
 
 # Re-exported: the plan's data lives in model.py.
 __all__ = [
@@ -432,14 +431,16 @@ def _collect_blockers(ctx: _Planning) -> None:
     ctx.parked_triggers = ctx.backend.reflect.update_triggers(ctx.connection, ctx.affected)
     _routines(ctx)
     _dangling(ctx)
-    _unsupported_characters(ctx)
+    _driver_placeholders(ctx)
 
 
-def _unsupported_characters(ctx: _Planning) -> None:
-    """Names the engine's SQL cannot carry yet: ``%`` (a placeholder to the
-    ``format``-style drivers, psycopg's and PyMySQL's, in statements sent with
-    parameters) and ``:`` after a space or punctuation (a bound parameter to
-    SQLAlchemy's ``text()``). Refused before anything changes, each name once."""
+def _driver_placeholders(ctx: _Planning) -> None:
+    """mysql-connector formats a ``%`` in every statement sent with parameters, and
+    SQLAlchemy does not escape it for that driver (it does for psycopg and PyMySQL):
+    a name holding ``%`` would stop the migration half-way there (measured: a
+    ``KeyError`` on ``%(x)s``). Refused before anything changes, each name once."""
+    if ctx.connection.dialect.driver != "mysqlconnector":
+        return
     names = {ctx.table, ctx.old_column, ctx.mapping_table, *ctx.columns}
     for table in ctx.affected:
         names.add(table)
@@ -449,20 +450,13 @@ def _unsupported_characters(ctx: _Planning) -> None:
         names.update(u["name"] or "" for u in ctx.inspector.get_unique_constraints(table))
     names.update(ref.constraint or "" for ref in ctx.references)
     names.update(view.name for view in ctx.views)
-    percent = ctx.connection.dialect.paramstyle in ("format", "pyformat")
-    pattern = _UNSUPPORTED_CHARACTERS if percent else _UNSUPPORTED_CHARACTERS_QMARK
-    for name in sorted(n for n in names if pattern.search(n)):
+    for name in sorted(n for n in names if "%" in n):
         ctx.blockers.add(
-            f"the name {name!r} contains {'%' if '%' in name else 'a colon after a non-letter'},"
-            " which the migration's SQL does not carry yet; rename it for the migration"
-            " (ALTER ... RENAME) and back after"
+            f"the name {name!r} contains %, which mysql-connector reads as a placeholder"
+            " in the migration's statements with parameters (SQLAlchemy escapes it for"
+            " PyMySQL, not for this driver); migrate through PyMySQL (mysql+pymysql://),"
+            " or rename it for the migration (ALTER ... RENAME) and back after"
         )
-
-
-_UNSUPPORTED_CHARACTERS_QMARK = re.compile(r"(?<![\w:]):\w")
-"""``:name`` where SQLAlchemy's ``text()`` would see a parameter."""
-_UNSUPPORTED_CHARACTERS = re.compile(r"%|(?<![\w:]):\w")
-"""The same, and ``%`` anywhere (``format``-style drivers)."""
 
 
 def _unmigrated_comparisons(ctx: _Planning, what: str, sql: str) -> None:
@@ -550,7 +544,7 @@ def _drop_foreign_key_sql(ctx: _Planning, fk: dict[str, Any]) -> str:
     )
     local.append_constraint(constraint)
     try:
-        sql = str(sa.schema.DropConstraint(constraint).compile(dialect=ctx.connection.dialect))
+        sql = ddl_sql(sa.schema.DropConstraint(constraint), ctx.connection.dialect)
     except sa.exc.CompileError:
         return ""
     return f" ({sql.strip()})"

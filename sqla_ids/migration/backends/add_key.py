@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.core.reflected import Inspector
-from sqla_ids.migration.core.sql import execute_sql
+from sqla_ids.migration.core.sql import execute_sql, query_sql
 from sqla_ids.types.server_functions import install_uuid7_function, uuid7_column_default_sql
 
 
@@ -104,13 +104,13 @@ def explicit_transaction(connection: Connection) -> Iterator[None]:
     """One transaction around what runs inside, on a connection in autocommit mode
     (a non-transactional run's), where SQLAlchemy's ``begin()`` starts none on
     the server: each statement would otherwise commit on its own."""
-    connection.exec_driver_sql("START TRANSACTION")
+    query_sql(connection, "START TRANSACTION")
     try:
         yield
     except BaseException:
-        connection.exec_driver_sql("ROLLBACK")
+        query_sql(connection, "ROLLBACK")
         raise
-    connection.exec_driver_sql("COMMIT")
+    query_sql(connection, "COMMIT")
 
 
 #: Tries of an online step that meets the lock timeout (the waits between them:

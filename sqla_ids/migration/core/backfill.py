@@ -45,6 +45,7 @@ from sqla_ids.migration.core import mapping
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.progress import Batches
 from sqla_ids.migration.core.reflected import inspect
+from sqla_ids.migration.core.sql import query_sql, quoter
 
 T = TypeVar("T")
 
@@ -149,11 +150,11 @@ class ParentKeysWalk(Walk):
 
     def left(self, connection: Connection) -> int:
         """Rows still without a new key (their key moved behind the walk)."""
-        q = connection.dialect.identifier_preparer.quote
+        q = quoter(connection.dialect)
         tmp = q(self.plan.temp_column(self.plan.table, self.plan.column))
         return int(
-            connection.exec_driver_sql(
-                f"SELECT count(*) FROM {q(self.plan.table)} WHERE {tmp} IS NULL"
+            query_sql(
+                connection, f"SELECT count(*) FROM {q(self.plan.table)} WHERE {tmp} IS NULL"
             ).scalar_one()
         )
 

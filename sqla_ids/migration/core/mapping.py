@@ -44,6 +44,7 @@ from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.options import PkMigrationOptions
 from sqla_ids.migration.core.progress import Progress
 from sqla_ids.migration.core.reflected import create_table, inspect
+from sqla_ids.migration.core.sql import quote_name, quoter, text_sql
 
 
 class RawType(UserDefinedType[Any]):
@@ -86,7 +87,7 @@ def segment_sql(connection: Connection, options: PkMigrationOptions) -> str | No
     """SQL of a parent row's UUID192 segment (its ``segment_column`` quoted, or
     the author's ``segment_sql``), ``None`` without one."""
     if options.segment_column is not None:
-        return connection.dialect.identifier_preparer.quote(options.segment_column)
+        return quote_name(connection.dialect, options.segment_column)
     return None if options.segment_sql is None else f"({options.segment_sql})"
 
 
@@ -104,7 +105,7 @@ def row_segment_sql(
     options = plan.options
     if not plan.uuid192:
         return None
-    quote = dialect.identifier_preparer.quote
+    quote = quoter(dialect)
     if options.segment_column is not None:
         column = options.segment_column
         if swapped and column == plan.column:
@@ -197,7 +198,7 @@ def fill_mapping_in_sql(
     """
     table = mapping_table(plan)
     create_table(connection, table)
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     key = q(plan.column)
     done, after, prev = _resume_point(connection, table)
     progress = Progress(f"{plan.table}: mapping", plan.row_count)
@@ -206,9 +207,10 @@ def fill_mapping_in_sql(
         # The batch's last key, read from the primary key's index alone.
         where = f" WHERE {key} > :after" if after is not None else ""
         upto = connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"SELECT max(k) FROM (SELECT {key} AS k FROM {q(plan.table)}{where}"
-                f" ORDER BY {key} LIMIT :n) b"
+                f" ORDER BY {key} LIMIT :n) b",
             ),
             {"after": after, "n": plan.batch_size},
         ).scalar()
@@ -223,7 +225,9 @@ def fill_mapping_in_sql(
             "start": max(prev, (plan.base_time_ms << COUNTER_BITS) - 1),
             "seed": plan.seed,
         }
-        rows = connection.execute(sa.text(insert_sql(after is not None)), params).rowcount
+        rows = connection.execute(
+            text_sql(connection.dialect, insert_sql(after is not None)), params
+        ).rowcount
         last_key = connection.execute(
             sa.select(table.c.new_key).where(table.c.old_key == upto)
         ).scalar_one()

@@ -20,13 +20,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.dialects.base import UnsupportedDialectError, for_dialect
+from sqla_ids.migration.core.sql import query_sql
 
 
 def current_schema(connection: Connection) -> str | None:
     """The schema to name in inspector calls (``None``: the inspector's default is right)."""
     if connection.dialect.name != "mysql":
         return None
-    current = connection.exec_driver_sql("SELECT DATABASE()").scalar()
+    current = query_sql(connection, "SELECT DATABASE()").scalar()
     if current is None or current == connection.dialect.default_schema_name:
         return None
     return str(current)

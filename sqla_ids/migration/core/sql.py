@@ -7,7 +7,8 @@ parameters -- there :func:`literal` renders them with SQLAlchemy's escaping.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +70,54 @@ def orphans(
     return found, examples(connection, query) if found else ""
 
 
+def text_sql(dialect: Dialect, sql: str) -> sa.TextClause:
+    """``text(sql)`` for a statement with bound parameters whose quoted names or
+    literals may hold a colon: ``text()`` reads every ``:word`` as a parameter, in a
+    name (``"ref :x"``) too, so those inside quotes and comments are escaped
+    (``\\:``, which ``text()`` gives back as ``:``) and only those outside them
+    stay parameters. (A ``%`` needs nothing: ``text()`` escapes it for its driver.)"""
+    return sa.text(_escaped_colons(sql, backslashes=dialect.name in ("mysql", "mariadb")))
+
+
+#: What ``text()`` reads as a bound parameter: SQLAlchemy's own pattern (it differs
+#: between 2.0 and 2.1; escaping a colon it would not read leaves a backslash).
+_BIND: re.Pattern[str] = sa.TextClause._bind_params_regex
+#: Where a quoted name, a literal or a comment starts, and what ends it.
+_QUOTED = re.compile(r"[\"'`]|--|/\*")
+
+
+def _escaped_colons(sql: str, backslashes: bool) -> str:
+    """``sql`` with each ``:word`` inside a quoted name (``"..."``, ``` `...` ```),
+    a literal (``'...'``; a doubled quote stays inside, and a backslash escapes
+    the next character where ``backslashes``: MariaDB/MySQL) or a comment escaped
+    for ``text()``. Dollar-quoted bodies are read as the SQL they hold."""
+    out: list[str] = []
+    at = 0
+    while (start := _QUOTED.search(sql, at)) is not None:
+        out.append(sql[at : start.start()])
+        opener = start.group()
+        if opener == "--":
+            end = sql.find("\n", start.end())
+        elif opener == "/*":
+            end = sql.find("*/", start.end())
+            end = -1 if end < 0 else end + 1
+        else:
+            end = start.end()
+            while end < len(sql):
+                if (backslashes and opener == "'" and sql[end] == "\\") or (
+                    sql[end] == opener and sql.startswith(opener, end + 1)
+                ):
+                    end += 2
+                elif sql[end] == opener:
+                    break
+                else:
+                    end += 1
+        at = len(sql) if end < 0 or end >= len(sql) else end + 1
+        out.append(_BIND.sub(r"\\\g<0>", sql[start.start() : at]))
+    out.append(sql[at:])
+    return "".join(out)
+
+
 def quote_name(dialect: Dialect, name: str) -> str:
     """``name`` quoted as an identifier where needed, as the database reads it: for a
     bound value (``to_regclass(:t)``), a message, or SQL sent through
@@ -77,6 +126,22 @@ def quote_name(dialect: Dialect, name: str) -> str:
     drivers that read it as a placeholder (psycopg, PyMySQL; not
     mysql-connector), as its compiled statements need; undone here (:func:`_undoubled`)."""
     return _undoubled(str(dialect.identifier_preparer.quote(name)), name)
+
+
+def quoter(dialect: Dialect) -> Callable[[str], str]:
+    """:func:`quote_name` for ``dialect`` as a one-argument function (``q(name)``)."""
+    return lambda name: quote_name(dialect, name)
+
+
+def ddl_sql(element: sa.schema.ExecutableDDLElement, dialect: Dialect) -> str:
+    """A DDL construct (``CreateTable``...) as the SQL :func:`execute_sql` sends as
+    written. SQLAlchemy's compiler doubles every ``%`` for the drivers that read it as
+    a placeholder (the text is meant for ``cursor.execute`` with parameters); a DDL
+    statement has no parameters, so each pair is one ``%`` of a name or a default."""
+    rendered = str(element.compile(dialect=dialect))
+    if quote_name(dialect, "%") != dialect.identifier_preparer.quote("%"):
+        return rendered.replace("%%", "%")
+    return rendered
 
 
 def _undoubled(rendered: str, value: str) -> str:
@@ -144,7 +209,7 @@ def execute(connection: Connection, statements: Iterable[Statement]) -> None:
     statements as they are, see :func:`execute_sql`)."""
     for statement in statements:
         if statement.params:
-            connection.execute(sa.text(statement.sql), dict(statement.params))
+            connection.execute(text_sql(connection.dialect, statement.sql), dict(statement.params))
         else:
             execute_sql(connection, statement.sql)
 

@@ -47,7 +47,7 @@ from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.mapping import uuid_type
 from sqla_ids.migration.core.model import name_suffix
 from sqla_ids.migration.core.reflected import Inspector
-from sqla_ids.migration.core.sql import Statement, execute, execute_sql
+from sqla_ids.migration.core.sql import Statement, execute, execute_sql, query_sql
 from sqla_ids.types.server_functions import (
     install_uuid7_function,
     uuid7_column_default_sql,
@@ -66,7 +66,7 @@ class _BoundedWaits:
     def set_lock_timeout(self, connection: Connection, seconds: float, local: bool) -> None:
         """``lock_wait_timeout`` of the session (``0``: the server's default)."""
         value = str(max(1, math.ceil(seconds))) if seconds else "DEFAULT"
-        connection.exec_driver_sql(f"SET SESSION lock_wait_timeout = {value}")
+        query_sql(connection, f"SET SESSION lock_wait_timeout = {value}")
 
     def retry_delays(self, attempts: int) -> list[float]:
         """Short, jittered pauses: the moment no transaction holds the table."""
@@ -407,11 +407,11 @@ class MariaDBOnlineKeyAdder(MariaDBKeyAdder):
     def quiet(self, connection: Connection, plan: AddKeyPlan) -> Iterator[None]:
         """The fill's session marked as the migration's: the guarded ``UPDATE``
         triggers do not fire for it (they do for the application's sessions)."""
-        connection.exec_driver_sql(f"SET {guards.VARIABLE} = 1")
+        query_sql(connection, f"SET {guards.VARIABLE} = 1")
         try:
             yield
         finally:
-            connection.exec_driver_sql(f"SET {guards.VARIABLE} = NULL")
+            query_sql(connection, f"SET {guards.VARIABLE} = NULL")
 
     def write_batch(
         self,
@@ -508,4 +508,4 @@ def _guards(
     try:
         execute(connection, work)
     finally:
-        connection.exec_driver_sql("UNLOCK TABLES")
+        query_sql(connection, "UNLOCK TABLES")

@@ -24,6 +24,7 @@ from sqlalchemy.engine import Dialect
 
 from sqla_ids.migration.core import analysis, mapping
 from sqla_ids.migration.core.model import PkMigrationPlan
+from sqla_ids.migration.core.sql import quoter
 
 
 def hash_hex_sql(text: str) -> str:
@@ -99,7 +100,7 @@ def row_segment_sql(
     (:func:`sqla_ids.migration.core.mapping.row_segment_sql`): MariaDB has no
     ``NEW.*``, so the one-row relation lists the ``columns`` (the table's, as
     the trigger is created) that the expression mentions."""
-    quote = dialect.identifier_preparer.quote
+    quote = quoter(dialect)
     named = analysis.mentions(plan.options.segment_sql or "", columns, "`")
     fields = ", ".join(f"{row}.{quote(c)} AS {quote(c)}" for c in named) or "1 AS `1`"
     return mapping.row_segment_sql(dialect, plan, row, f"SELECT {fields}", swapped)

@@ -61,7 +61,7 @@ from sqla_ids.migration.core.model import (
 )
 from sqla_ids.migration.core.phases import Reached, Recorded
 from sqla_ids.migration.core.reflected import inspect
-from sqla_ids.migration.core.sql import examples, execute_sql, literal, view_error
+from sqla_ids.migration.core.sql import examples, execute_sql, literal, quoter, view_error
 
 
 class Step(NamedTuple):
@@ -147,7 +147,7 @@ class Swap(Strategy):
     def _add_temp(
         connection: Connection, plan: PkMigrationPlan, table: str, column: str, type_sql: str
     ) -> Fill:
-        q = connection.dialect.identifier_preparer.quote
+        q = quoter(connection.dialect)
         temp = plan.temp_column(table, column)
         execute_sql(
             connection, f"ALTER TABLE {q(table)} ADD COLUMN IF NOT EXISTS {q(temp)} {type_sql}"
@@ -176,7 +176,7 @@ def park_triggers(connection: Connection, plan: PkMigrationPlan | AddKeyPlan) ->
 
 def park(connection: Connection, triggers: Sequence[ParkedTrigger]) -> None:
     """Drop ``triggers`` (``IF EXISTS``: repeatable)."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     for trigger in triggers:
         execute_sql(connection, f"DROP TRIGGER IF EXISTS {q(trigger.name)}")
 
@@ -296,7 +296,7 @@ def _definition(plan: PkMigrationPlan, table: str, column: str) -> ColumnDefinit
 
 
 def _fk_statements(connection: Connection, plan: PkMigrationPlan) -> tuple[list[str], list[str]]:
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     drops, adds = [], []
     for ref in plan.references:
         if not ref.constraint:
@@ -324,7 +324,7 @@ def _table_alter(
 ) -> str:
     """One ``ALTER TABLE``: drop the indexes over the changed columns, change them,
     add the indexes back as they were."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     deps = {d.name: str(d.definition) for d in plan.dependents if d.table == table}
     # The server lists re-added indexes after the others (it keeps them in the
     # order the ALTER leaves them): every index after the first one rebuilt is
@@ -353,7 +353,7 @@ def _table_alter(
 
 def upgrade_steps(connection: Connection, plan: PkMigrationPlan) -> list[Step]:
     """Per-table swap statements, each paired with the temp column it removes."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     uuid_sql = new_type_sql(connection, plan)
     drops, adds = _fk_statements(connection, plan)
     steps = [Step("", None, v.drop_sql) for v in reversed(plan.views)]
@@ -404,7 +404,7 @@ def upgrade_steps(connection: Connection, plan: PkMigrationPlan) -> list[Step]:
 
 def downgrade_steps(connection: Connection, plan: PkMigrationPlan) -> list[Step]:
     """Per-table statements restoring the old keys, each paired with its marker column."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     drops, adds = _fk_statements(connection, plan)
     steps = [Step("", None, v.drop_sql) for v in reversed(plan.views)]
     steps += [Step("", None, s) for s in drops]
@@ -457,7 +457,7 @@ def mapping_insert_sql(connection: Connection, plan: PkMigrationPlan, bounded: b
     counter) number ``v = :start + ROW_NUMBER()`` and 56 bits of
     ``SHA2(seed:ordinal)``. Deterministic, so a binary log in ``MIXED`` format
     keeps the statement, not its rows."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     k = q(plan.column)
     low = f"{k} > :after AND " if bounded else ""
     key = key_sql("(v >> 18)", "(v & 262143)", ":ordinal + r - 1")
@@ -482,7 +482,7 @@ def mapping_insert_sql(connection: Connection, plan: PkMigrationPlan, bounded: b
 
 def planned_upgrade(connection: Connection, plan: PkMigrationPlan) -> list[sizing.Step]:
     """The statements (and data steps) :meth:`Swap.upgrade` will run, in order."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     uuid_sql = new_type_sql(connection, plan)
     steps: list[sizing.Step] = [
         sizing.Statement(f"DROP TRIGGER IF EXISTS {q(t.name)}") for t in plan.parked_triggers

@@ -118,7 +118,15 @@ from sqla_ids.migration.core.names import (
     references,
 )
 from sqla_ids.migration.core.progress import logger
-from sqla_ids.migration.core.sql import Statement, literal_for
+from sqla_ids.migration.core.sql import (
+    Statement,
+    ddl_sql,
+    literal_for,
+    query_sql,
+    quote_name,
+    quoter,
+    text_sql,
+)
 from sqla_ids.types.server_functions import uuid7_function_create_sql
 
 # MariaDB error numbers retried as lock waits: ER_LOCK_WAIT_TIMEOUT (row and
@@ -162,7 +170,7 @@ _LOCKED_ATTEMPTS = 5
 
 def _q(bind: Connection | Dialect, name: str) -> str:
     dialect = bind if isinstance(bind, Dialect) else bind.dialect
-    return str(dialect.identifier_preparer.quote(name))
+    return quote_name(dialect, name)
 
 
 def _columns(connection: Connection, table: str) -> dict[str, dict[str, Any]]:
@@ -580,7 +588,7 @@ def _old_references_follow(
     a child still has the old value. A table referencing itself
     is left out: a trigger may not write its own table (1442); its old values
     stay as they were (docs/migration.md)."""
-    q = dialect.identifier_preparer.quote
+    q = quoter(dialect)
     lines: list[str] = []
     for n, ref in references(plan):
         if ref.table == plan.table:
@@ -956,7 +964,7 @@ def expand_statements(
     statements = [Statement(sql) for sql in uuid7_function_create_sql(dialect, schema=schema)]
     if not catalog.mapping:
         create = sa.schema.CreateTable(mapping.mapping_table(plan))
-        statements.append(Statement(str(create.compile(dialect=dialect))))
+        statements.append(Statement(ddl_sql(create, dialect)))
         catalog.mapping = True
     uuid_sql = _new_type(dialect, plan)
     for table, column in plan.targets():
@@ -1670,7 +1678,7 @@ class MariaDBOnline(OnlineStrategy):
         (Views over the columns need nothing here: see the module docstring; the
         planner asks for ``recreate_views=True``, as offline.)"""
         problems = []
-        q = connection.dialect.identifier_preparer.quote
+        q = quoter(connection.dialect)
 
         def here(table: str) -> str:
             return reflect.qualified(connection, table)
@@ -1867,10 +1875,11 @@ class MariaDBOnline(OnlineStrategy):
         # round trip per transaction, not two: a SET evaluates every value
         # before it assigns any, so the variable gets the level before this
         # one), unless kept already.
-        connection.exec_driver_sql(
+        query_sql(
+            connection,
             f"SET {_SAVED_ISOLATION} = COALESCE({_SAVED_ISOLATION}, @@SESSION.tx_isolation),"
             f" SESSION lock_wait_timeout = 0, innodb_lock_wait_timeout = {value},"
-            " tx_isolation = 'READ-COMMITTED'"
+            " tx_isolation = 'READ-COMMITTED'",
         )
         connection.info[_ISOLATION] = True
 
@@ -1888,9 +1897,10 @@ class MariaDBOnline(OnlineStrategy):
             if connection.info.pop(_ISOLATION, None)
             else ""
         )
-        connection.exec_driver_sql(
+        query_sql(
+            connection,
             "SET SESSION lock_wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT,"
-            f" innodb_table_locks = DEFAULT{restore}"
+            f" innodb_table_locks = DEFAULT{restore}",
         )
         sql_mode = connection.info.pop(guards.SQL_MODE, None)
         if sql_mode is not None:
@@ -1912,23 +1922,23 @@ class MariaDBOnline(OnlineStrategy):
 
     def scope(self, connection: Connection) -> str:
         """The caller's current database."""
-        return str(connection.exec_driver_sql("SELECT DATABASE()").scalar())
+        return str(query_sql(connection, "SELECT DATABASE()").scalar())
 
     def enter_scope(self, connection: Connection, scope: str) -> None:
         """``USE`` the caller's database (the pool's default remembered); the session
         marked as the migration's, which the application's guarded ``UPDATE``
         triggers do not fire for (:mod:`~sqla_ids.migration.backends.mysql.guards`)."""
-        current, _ = connection.exec_driver_sql(f"SELECT DATABASE(), {guards.VARIABLE} := 1").one()
+        current, _ = query_sql(connection, f"SELECT DATABASE(), {guards.VARIABLE} := 1").one()
         if current != scope:
             connection.info[_DATABASE] = current
-            connection.exec_driver_sql(f"USE {_q(connection, scope)}")
+            query_sql(connection, f"USE {_q(connection, scope)}")
 
     def leave_scope(self, connection: Connection) -> None:
         """The pool's database back, the session the application's again."""
-        connection.exec_driver_sql(f"SET {guards.VARIABLE} = NULL")
+        query_sql(connection, f"SET {guards.VARIABLE} = NULL")
         database = connection.info.pop(_DATABASE, None)
         if database is not None:
-            connection.exec_driver_sql(f"USE {_q(connection, database)}")
+            query_sql(connection, f"USE {_q(connection, database)}")
 
     def try_lock(self, connection: Connection, name: str) -> bool:
         """``GET_LOCK`` without waiting; names are at most 64 characters, so a
@@ -2318,9 +2328,10 @@ class MariaDBOnline(OnlineStrategy):
 
         def unnumbered(connection: Connection) -> None:
             missing = int(
-                connection.exec_driver_sql(
+                query_sql(
+                    connection,
                     f"SELECT COUNT(*) FROM {_q(connection, plan.table)}"
-                    f" WHERE {_q(connection, plan.old_column)} IS NULL"
+                    f" WHERE {_q(connection, plan.old_column)} IS NULL",
                 ).scalar_one()
             )
             if missing:
@@ -2410,11 +2421,12 @@ class ParentKeys(ParentKeysWalk):
             tmp = _q(connection, plan.temp_column(plan.table, plan.column))
             k, key = keys.key_hex_sql(plan, "k"), keys.key_hex_sql(plan, tmp)
             value = connection.execute(
-                sa.text(
+                text_sql(
+                    connection.dialect,
                     f"SELECT (CAST(CONV(SUBSTRING({k}, 1, 12), 16, 10) AS SIGNED)"
                     f" - :start) * 4096 + CAST(CONV(SUBSTRING({k}, 14, 3), 16, 10)"
                     f" AS SIGNED) FROM (SELECT {tmp} AS k FROM {_q(connection, plan.table)}"
-                    f" WHERE {key} < :below ORDER BY {key} DESC LIMIT 1) last"
+                    f" WHERE {key} < :below ORDER BY {key} DESC LIMIT 1) last",
                 ),
                 {"start": first_ms(self.plan), "below": backfilled_below(self.plan)},
             ).scalar()
@@ -2428,9 +2440,10 @@ class ParentKeys(ParentKeysWalk):
         tmp = _q(connection, plan.temp_column(plan.table, plan.column))
         low = f"{k} > :after AND " if after is not None else ""
         upto, count = connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"SELECT MAX(k), COUNT(*) FROM (SELECT {k} AS k FROM {t} WHERE {low}{tmp}"
-                " IS NULL ORDER BY k LIMIT :n) b"
+                " IS NULL ORDER BY k LIMIT :n) b",
             ),
             {"after": after, "n": size},
         ).one()
@@ -2470,15 +2483,16 @@ class ParentKeys(ParentKeysWalk):
         #   number for two rows, their keys out of old-key order.)
         done = self.ordinal or 0
         connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"CREATE TEMPORARY TABLE {_KEYS} AS SELECT b.k, b.o, {key} AS n FROM"
                 f" (SELECT {k} AS k, :done + ROW_NUMBER() OVER (ORDER BY {k}) AS o{s_sql}"
-                f" FROM {t} WHERE {low}{k} <= :upto AND {tmp} IS NULL FOR UPDATE) b"
+                f" FROM {t} WHERE {low}{k} <= :upto AND {tmp} IS NULL FOR UPDATE) b",
             ),
             {"after": after, "upto": upto, "done": done, "start": first_ms(plan)},
         )
         try:
-            numbered = connection.exec_driver_sql(f"SELECT MAX(o) FROM {_KEYS}").scalar()
+            numbered = query_sql(connection, f"SELECT MAX(o) FROM {_KEYS}").scalar()
             self._mapped(
                 connection,
                 f"UPDATE {t} p JOIN {_KEYS} b ON p.{k} = b.k"
@@ -2486,7 +2500,7 @@ class ParentKeys(ParentKeysWalk):
                 "b.n",
             )
         finally:
-            connection.exec_driver_sql(f"DROP TEMPORARY TABLE IF EXISTS {_KEYS}")
+            query_sql(connection, f"DROP TEMPORARY TABLE IF EXISTS {_KEYS}")
         self.ordinal = done if numbered is None else int(numbered)
         return upto, int(count)
 
@@ -2507,14 +2521,15 @@ class ParentKeys(ParentKeysWalk):
         only for this statement (the application's sessions never set it),
         and is unset even when the ``UPDATE`` fails."""
         m = _q(connection, self.plan.mapping_table)
-        connection.exec_driver_sql(f"SET {_QUIET} = 1")
+        query_sql(connection, f"SET {_QUIET} = 1")
         try:
-            connection.exec_driver_sql(update)
+            query_sql(connection, update)
         finally:
-            connection.exec_driver_sql(f"SET {_QUIET} = NULL")
-        connection.exec_driver_sql(
+            query_sql(connection, f"SET {_QUIET} = NULL")
+        query_sql(
+            connection,
             f"INSERT INTO {m} (old_key, new_key) SELECT b.k, {value} FROM {_KEYS} b"
-            " ON DUPLICATE KEY UPDATE new_key = VALUES(new_key)"
+            " ON DUPLICATE KEY UPDATE new_key = VALUES(new_key)",
         )
 
     def _timed(self, connection: Connection, low: str, after: Any, upto: Any) -> None:
@@ -2542,9 +2557,10 @@ class ParentKeys(ParentKeysWalk):
         segment = mapping.segment_sql(connection, plan.options) if plan.uuid192 else None
         segment_hex = "''" if segment is None else f"COALESCE({keys.segment_hex_sql(segment)}, '')"
         rows = connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"SELECT {k}, {_q(connection, plan.timestamp_column)}, {segment_hex} FROM {t}"
-                f" WHERE {low}{k} <= :upto AND {tmp} IS NULL ORDER BY {k} FOR UPDATE"
+                f" WHERE {low}{k} <= :upto AND {tmp} IS NULL ORDER BY {k} FOR UPDATE",
             ),
             {"after": after, "upto": upto},
         ).all()
@@ -2554,13 +2570,14 @@ class ParentKeys(ParentKeysWalk):
         numbers = list(mapping.key_numbers((mapping.time_point(w) for _, w, _ in rows), prev))
         # The temporary table's key column copies the parent's (type, collation);
         # the new key as hex digits: 32, and a UUID192 key's segment's 16.
-        connection.exec_driver_sql(
+        query_sql(
+            connection,
             f"CREATE TEMPORARY TABLE {_KEYS} AS SELECT {k} AS k,"
-            f" CAST('' AS CHAR({48 if plan.uuid192 else 32})) AS n FROM {t} LIMIT 0"
+            f" CAST('' AS CHAR({48 if plan.uuid192 else 32})) AS n FROM {t} LIMIT 0",
         )
         try:
             connection.execute(
-                sa.text(f"INSERT INTO {_KEYS} (k, n) VALUES (:k, :n)"),
+                text_sql(connection.dialect, f"INSERT INTO {_KEYS} (k, n) VALUES (:k, :n)"),
                 [
                     {"k": old, "n": mapping.new_key(v, plan.seed, old).hex + str(hex_)}
                     for (old, _, hex_), v in zip(rows, numbers, strict=True)
@@ -2574,7 +2591,7 @@ class ParentKeys(ParentKeysWalk):
                 n,
             )
         finally:
-            connection.exec_driver_sql(f"DROP TEMPORARY TABLE IF EXISTS {_KEYS}")
+            query_sql(connection, f"DROP TEMPORARY TABLE IF EXISTS {_KEYS}")
         self.prev = numbers[-1]
 
     def last_made(self, connection: Connection) -> UUID | None:
@@ -2582,9 +2599,10 @@ class ParentKeys(ParentKeysWalk):
         MariaDB's ``UUID`` type does not sort version 7 keys by time)."""
         hex_ = keys.key_hex_sql(self.plan, "new_key")
         value = connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"SELECT MAX({hex_}) FROM {_q(connection, self.plan.mapping_table)}"
-                f" WHERE RIGHT({hex_}, 14) = {keys.hash_hex_sql('old_key')}"
+                f" WHERE RIGHT({hex_}, 14) = {keys.hash_hex_sql('old_key')}",
             ),
             {"seed": self.plan.seed},
         ).scalar()
@@ -2650,8 +2668,8 @@ class ChildReferences(Walk):
         c = _q(connection, self.ref.table)
         desc = ", ".join(f"{_q(connection, k)} DESC" for k in self.pk)
         cols = ", ".join(_q(connection, k) for k in self.pk)
-        total = connection.exec_driver_sql(f"SELECT COUNT(*) FROM {c}").scalar_one()
-        last = connection.exec_driver_sql(f"SELECT {cols} FROM {c} ORDER BY {desc} LIMIT 1").first()
+        total = query_sql(connection, f"SELECT COUNT(*) FROM {c}").scalar_one()
+        last = query_sql(connection, f"SELECT {cols} FROM {c} ORDER BY {desc} LIMIT 1").first()
         self.high = None if last is None else tuple(last)
         return int(total)
 
@@ -2667,12 +2685,13 @@ class ChildReferences(Walk):
         since = _bound("after", after) if after is not None else {}
         bounds = {**_bound("high", self.high), **since}
         upto = connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"SELECT {', '.join(ks)} FROM (SELECT"
                 f" {', '.join(f'{col} AS {k}' for col, k in zip(pk, ks, strict=True))}"
                 f" FROM {c} r WHERE {low}{_keyset(pk, 'high', inclusive=True)}"
                 f" ORDER BY {', '.join(ks)} LIMIT :n) b"
-                f" ORDER BY {', '.join(f'{k} DESC' for k in ks)} LIMIT 1"
+                f" ORDER BY {', '.join(f'{k} DESC' for k in ks)} LIMIT 1",
             ),
             {**bounds, "n": size},
         ).first()
@@ -2705,12 +2724,13 @@ class ChildReferences(Walk):
         value = f"COALESCE(x.{gv}, (SELECT y.{theirs} {mapped}))"
         keys = ", ".join(f"{col} AS {k}" for col, k in zip(pk, ks, strict=True))
         connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"CREATE TEMPORARY TABLE {_BATCH} AS SELECT {keys}, r.{s} AS s,"
                 f" {value} AS v, x.{pp} AS p FROM {c} r LEFT JOIN {p} x ON x.{lo} = r.{s}"
                 f" WHERE {low}{_keyset(pk, 'upto', inclusive=True)}"
                 f" AND NOT (r.{t} <=> {value})"
-                f" AND (x.{lo} IS NOT NULL OR r.{s} IS NULL OR EXISTS (SELECT 1 {mapped}))"
+                f" AND (x.{lo} IS NOT NULL OR r.{s} IS NULL OR EXISTS (SELECT 1 {mapped}))",
             ),
             {**since, **_bound("upto", last)},
         )
@@ -2722,30 +2742,33 @@ class ChildReferences(Walk):
             #    waited for before this batch holds any child row. Counted,
             #    not fetched: each row read is locked all the same, and the
             #    batch's parents no longer travel to the client to be dropped.
-            connection.exec_driver_sql(
+            query_sql(
+                connection,
                 f"SELECT STRAIGHT_JOIN COUNT(*) FROM {_BATCH} b JOIN {p} x"
-                f" ON x.{pp} = b.p LOCK IN SHARE MODE"
+                f" ON x.{pp} = b.p LOCK IN SHARE MODE",
             ).all()
             # 3. Set where the reference is still the one read (else the
             # application's trigger has set it already); no foreign key
             # check, which would lock the parents row by row (the checks
             # verify).
             on = " AND ".join(f"b.{k} = {col}" for col, k in zip(pk, ks, strict=True))
-            connection.exec_driver_sql(
+            query_sql(
+                connection,
                 f"SET STATEMENT foreign_key_checks = 0 FOR UPDATE {c} r JOIN {_BATCH} b"
-                f" ON {on} SET r.{t} = b.v{self.keep} WHERE r.{s} <=> b.s"
+                f" ON {on} SET r.{t} = b.v{self.keep} WHERE r.{s} <=> b.s",
             )
         finally:
-            connection.exec_driver_sql(f"DROP TEMPORARY TABLE IF EXISTS {_BATCH}")
+            query_sql(connection, f"DROP TEMPORARY TABLE IF EXISTS {_BATCH}")
         return last, size
 
     def left(self, connection: Connection) -> int:
         """References with no value on the following side yet."""
         s, t = _q(connection, self.source), _q(connection, self.target)
         return int(
-            connection.exec_driver_sql(
+            query_sql(
+                connection,
                 f"SELECT COUNT(*) FROM {_q(connection, self.ref.table)}"
-                f" WHERE {s} IS NOT NULL AND {t} IS NULL"
+                f" WHERE {s} IS NOT NULL AND {t} IS NULL",
             ).scalar_one()
         )
 
@@ -2799,11 +2822,12 @@ class NulledReferences(Walk):
         since = _bound("after", after) if after is not None else {}
         stale = self._stale(connection)
         upto = connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"SELECT {', '.join(ks)} FROM (SELECT"
                 f" {', '.join(f'{col} AS {k}' for col, k in zip(pk, ks, strict=True))}"
                 f" FROM {c} r WHERE {low}{stale} ORDER BY {', '.join(ks)} LIMIT :n) b"
-                f" ORDER BY {', '.join(f'{k} DESC' for k in ks)} LIMIT 1"
+                f" ORDER BY {', '.join(f'{k} DESC' for k in ks)} LIMIT 1",
             ),
             {**since, "n": size},
         ).first()
@@ -2813,9 +2837,10 @@ class NulledReferences(Walk):
         # Rechecked as the rows are locked: a row given a parent again since
         # was set by the application's trigger.
         emptied = connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"UPDATE {c} r SET r.{_q(connection, self.target)} = NULL{self.keep}"
-                f" WHERE {low}{_keyset(pk, 'upto', inclusive=True)} AND {stale}"
+                f" WHERE {low}{_keyset(pk, 'upto', inclusive=True)} AND {stale}",
             ),
             {**since, **_bound("upto", last)},
         ).rowcount
@@ -2824,9 +2849,10 @@ class NulledReferences(Walk):
     def left(self, connection: Connection) -> int:
         """Rows still naming a parent their old column no longer does."""
         return int(
-            connection.exec_driver_sql(
+            query_sql(
+                connection,
                 f"SELECT COUNT(*) FROM {_q(connection, self.ref.table)} r"
-                f" WHERE {self._stale(connection)}"
+                f" WHERE {self._stale(connection)}",
             ).scalar_one()
         )
 

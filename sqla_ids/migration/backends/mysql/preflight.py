@@ -30,6 +30,7 @@ from sqla_ids.migration.core.sizing import (
     count_rows,
     free_disk_here,
 )
+from sqla_ids.migration.core.sql import query_sql
 
 _SETTINGS = (
     "LOG_BIN",
@@ -141,14 +142,13 @@ def table_sizes(connection: Connection, tables: Sequence[str]) -> list[TableSize
 
 def _free_disk(connection: Connection, datadir: str) -> tuple[int | None, str]:
     """From ``information_schema.DISKS`` where the plugin is installed, else here."""
-    plugin = connection.exec_driver_sql(
+    plugin = query_sql(
+        connection,
         "SELECT COUNT(*) FROM information_schema.PLUGINS"
-        " WHERE PLUGIN_NAME = 'DISKS' AND PLUGIN_STATUS = 'ACTIVE'"
+        " WHERE PLUGIN_NAME = 'DISKS' AND PLUGIN_STATUS = 'ACTIVE'",
     ).scalar_one()
     if plugin:
-        disks = connection.exec_driver_sql(
-            "SELECT Path, Available FROM information_schema.DISKS"
-        ).all()
+        disks = query_sql(connection, "SELECT Path, Available FROM information_schema.DISKS").all()
         best = max(
             (d for d in disks if datadir.startswith(str(d[0]))),
             key=lambda d: len(str(d[0])),
@@ -165,10 +165,11 @@ def _free_disk(connection: Connection, datadir: str) -> tuple[int | None, str]:
 def server_facts(connection: Connection) -> ServerFacts:
     """Redo and binary log settings, the buffer pool, the schema's size and the free disk."""
     found = _variables(connection)
-    version = connection.exec_driver_sql("SELECT VERSION()").scalar_one()
-    database_bytes = connection.exec_driver_sql(
+    version = query_sql(connection, "SELECT VERSION()").scalar_one()
+    database_bytes = query_sql(
+        connection,
         "SELECT COALESCE(SUM(DATA_LENGTH + INDEX_LENGTH + DATA_FREE), 0)"
-        " FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
+        " FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()",
     ).scalar_one()
     datadir = found.get("DATADIR", "")
     free, source = _free_disk(connection, datadir)

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.migration.core.model import Work
-from sqla_ids.migration.core.sql import quote_name
+from sqla_ids.migration.core.sql import query_sql, quote_name
 from sqla_ids.migration.core.versions import VERSIONS, prefix_of, version_database
 
 #: What every key migration does to each affected table: reads and updates
@@ -45,7 +45,7 @@ VERSION_PRIVILEGES = ("CREATE", "DROP", "CREATE VIEW", "SHOW VIEW", "SELECT")
 
 def session_grantee(connection: Connection) -> str:
     """The session's user as ``information_schema`` names a grantee (``'user'@'host'``)."""
-    user = str(connection.exec_driver_sql("SELECT CURRENT_USER()").scalar_one())
+    user = str(query_sql(connection, "SELECT CURRENT_USER()").scalar_one())
     name, _, host = user.rpartition("@")  # a host has no "@"; a user name may
     return f"'{name}'@'{host}'"
 
@@ -53,7 +53,7 @@ def session_grantee(connection: Connection) -> str:
 def _grantees(connection: Connection) -> list[str] | None:
     """The session's user and ``PUBLIC`` as grantees; ``None`` with a role
     enabled (not checked: see above)."""
-    if connection.exec_driver_sql("SELECT CURRENT_ROLE()").scalar() is not None:
+    if query_sql(connection, "SELECT CURRENT_ROLE()").scalar() is not None:
         return None
     return [session_grantee(connection), "PUBLIC", "'PUBLIC'"]
 
@@ -118,7 +118,7 @@ def missing_privileges(connection: Connection, tables: Sequence[str], work: Work
     grantees = _grantees(connection)
     if grantees is None:
         return []
-    database = str(connection.exec_driver_sql("SELECT DATABASE()").scalar_one())
+    database = str(query_sql(connection, "SELECT DATABASE()").scalar_one())
     dialect = connection.dialect
     shown = quote_name(dialect, database)
     problems: list[str] = []

@@ -17,7 +17,6 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
-# (re-exported: the planner asks for privileges with the rest of the catalog)
 from sqla_ids.migration.backends.mysql.privileges import (
     missing_privileges as missing_privileges,
 )
@@ -38,7 +37,9 @@ from sqla_ids.migration.core.model import (
 )
 from sqla_ids.migration.core.names import is_object_name
 from sqla_ids.migration.core.reflected import Inspector
-from sqla_ids.migration.core.sql import query_sql, quote_name
+
+# (re-exported: the planner asks for privileges with the rest of the catalog)
+from sqla_ids.migration.core.sql import query_sql, quote_name, text_sql
 
 IDENTIFIER_QUOTE = "`"
 #: Longest table/column/index name MariaDB and MySQL accept (characters).
@@ -69,8 +70,11 @@ def catalog_rows(
     keys or triggers, from which a step would build the wrong statements (a
     child's swap skipped as done). Raised as the lock timeout it is instead.
     """
-    rows = [tuple(row) for row in connection.execute(sa.text(sql), params or {}).all()]
-    for _level, code, message in connection.exec_driver_sql("SHOW WARNINGS").all():
+    rows = [
+        tuple(row)
+        for row in connection.execute(text_sql(connection.dialect, sql), params or {}).all()
+    ]
+    for _level, code, message in query_sql(connection, "SHOW WARNINGS").all():
         if int(code) == _LOCK_WAIT_TIMEOUT:
             raise sa.exc.OperationalError(sql, params, TableSkipped(int(code), str(message)))
     return rows
@@ -87,7 +91,7 @@ def _quote(connection: Connection, name: str) -> str:
 def qualified(connection: Connection, table: str) -> str:
     """```db`.`table``` of a table of the current database, each part quoted:
     messages name objects the way SQL would."""
-    db = connection.exec_driver_sql("SELECT DATABASE()").scalar_one()
+    db = query_sql(connection, "SELECT DATABASE()").scalar_one()
     return f"{_quote(connection, str(db))}.{_quote(connection, table)}"
 
 
@@ -209,7 +213,7 @@ def resolve_inheritance(
             {"t": t},
         ).scalar()
         if partitioned:
-            db = connection.exec_driver_sql("SELECT DATABASE()").scalar_one()
+            db = query_sql(connection, "SELECT DATABASE()").scalar_one()
             q = f"{_quote(connection, str(db))}.{_quote(connection, t)}"
             blockers.add(
                 f"table {q} is partitioned (not supported on MariaDB/MySQL); remove its"
@@ -255,7 +259,7 @@ def find_blockers(
     """CHECK constraints and generated columns that use an affected column (views:
     :func:`find_views`; ``UPDATE`` triggers: :func:`update_triggers`)."""
     problems: list[str] = []
-    db = _quote(connection, str(connection.exec_driver_sql("SELECT DATABASE()").scalar_one()))
+    db = _quote(connection, str(query_sql(connection, "SELECT DATABASE()").scalar_one()))
     q = partial(_quote, connection)
     checks = connection.execute(
         sa.text(
@@ -393,7 +397,7 @@ def find_views(
             continue
         q = _quote(connection, view)
         create = str(query_sql(connection, f"SHOW CREATE VIEW {q}").one()[1])
-        db = connection.exec_driver_sql("SELECT DATABASE()").scalar_one()
+        db = query_sql(connection, "SELECT DATABASE()").scalar_one()
         views.append(
             View(
                 name=view,

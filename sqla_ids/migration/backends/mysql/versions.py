@@ -55,7 +55,7 @@ from sqla_ids.migration.core import state
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.names import child_old, references
 from sqla_ids.migration.core.progress import logger
-from sqla_ids.migration.core.sql import Statement, execute_sql, literal_for
+from sqla_ids.migration.core.sql import Statement, execute_sql, literal_for, query_sql, quote_name
 from sqla_ids.migration.core.versions import (
     MAX_DATABASE_NAME,
     VERSIONS,
@@ -90,11 +90,11 @@ _PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
 
 def _q(dialect: Dialect, name: str) -> str:
-    return str(dialect.identifier_preparer.quote(name))
+    return quote_name(dialect, name)
 
 
 def _application_database(connection: Connection) -> str:
-    return str(connection.exec_driver_sql("SELECT DATABASE()").scalar_one())
+    return str(query_sql(connection, "SELECT DATABASE()").scalar_one())
 
 
 def databases(connection: Connection, plan: PkMigrationPlan) -> dict[Version, str] | None:
@@ -770,10 +770,10 @@ def unswap_repair(connection: Connection, plan: PkMigrationPlan) -> list[str]:
 def _open_session(connection: Connection) -> tuple[Connection, int]:
     """A session of the migration's engine for one replacement, and its id."""
     helper = connection.engine.connect()
-    session = int(helper.exec_driver_sql("SELECT CONNECTION_ID()").scalar_one())
+    session = int(query_sql(helper, "SELECT CONNECTION_ID()").scalar_one())
     # Autocommit: a DDL commits anyway, and the pool's reset after it must not
     # wait for anything.
-    helper.exec_driver_sql(f"SET SESSION lock_wait_timeout = {_REPLACEMENT_WAIT_SECONDS}")
+    query_sql(helper, f"SET SESSION lock_wait_timeout = {_REPLACEMENT_WAIT_SECONDS}")
     helper.commit()
     return helper, session
 

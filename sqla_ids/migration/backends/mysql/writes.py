@@ -18,10 +18,11 @@ from sqlalchemy.engine import Connection
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.backends.mysql.offline import park, unpark
 from sqla_ids.migration.backends.mysql.reflect import update_triggers
+from sqla_ids.migration.core.sql import query_sql
 
 
 def _current(connection: Connection) -> str:
-    return str(connection.exec_driver_sql("SELECT DATABASE()").scalar_one())
+    return str(query_sql(connection, "SELECT DATABASE()").scalar_one())
 
 
 def preserved(connection: Connection, table: str, schema: str | None = None) -> tuple[str, ...]:

@@ -39,7 +39,7 @@ from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.mapping import RawType
 from sqla_ids.migration.core.model import name_suffix
 from sqla_ids.migration.core.progress import logger
-from sqla_ids.migration.core.sql import execute_sql, literal
+from sqla_ids.migration.core.sql import execute_sql, literal, query_sql
 from sqla_ids.types.server_functions import install_uuid7_function, uuid7_column_default_sql
 
 
@@ -272,8 +272,8 @@ class PostgreSQLOnlineKeyAdder(PostgreSQLKeyAdder):
         """One short transaction per batch (its row locks held that long only)."""
         with explicit_transaction(connection):
             if connection.info.get(_REPLICA):
-                connection.exec_driver_sql(
-                    "SELECT set_config('session_replication_role', 'replica', true)"
+                query_sql(
+                    connection, "SELECT set_config('session_replication_role', 'replica', true)"
                 )
             yield
 

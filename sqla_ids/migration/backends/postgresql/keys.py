@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection, Dialect
 
 from sqla_ids.migration.core import mapping
 from sqla_ids.migration.core.model import PkMigrationPlan
+from sqla_ids.migration.core.sql import quote_name
 
 
 def time_number_sql(connection: Connection, plan: PkMigrationPlan) -> str:
@@ -21,7 +22,7 @@ def time_number_sql(connection: Connection, plan: PkMigrationPlan) -> str:
     (``NULL`` stays ``NULL``, before 1970: 0), in ``numeric`` as it may pass 2**63.
     ``extract(epoch ...)`` reads a timestamp without time zone or a date as UTC."""
     assert plan.timestamp_column is not None
-    col = connection.dialect.identifier_preparer.quote(plan.timestamp_column)
+    col = quote_name(connection.dialect, plan.timestamp_column)
     return (
         f"CASE WHEN {col} IS NULL THEN NULL"
         f" ELSE GREATEST(floor(extract(epoch FROM {col}) * 1000), 0)::numeric * 262144 END"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
-from sqla_ids.migration.core.sql import Statement, literal_for
+from sqla_ids.migration.core.sql import Statement, literal_for, quote_name
 
 # The trigger functions' bodies are dollar-quoted with this tag; names inside
 # are quoted identifiers, so a name containing "$" cannot end the body early
@@ -170,10 +170,10 @@ def lock_tree(connection: Connection, table: str, mode: str) -> list[Statement]:
                 " SELECT CAST(CAST(oid AS regclass) AS text) FROM t"
                 " GROUP BY oid ORDER BY max(depth) DESC, 1"
             ),
-            {"t": connection.dialect.identifier_preparer.quote(table)},
+            {"t": quote_name(connection.dialect, table)},
         ).scalars()
     ]
     if not below:
         return []
-    names = [*below, connection.dialect.identifier_preparer.quote(table)]
+    names = [*below, quote_name(connection.dialect, table)]
     return [lock_all(connection.dialect, names, mode)]

@@ -63,7 +63,7 @@ from sqla_ids.migration.core.model import (
 )
 from sqla_ids.migration.core.phases import Recorded
 from sqla_ids.migration.core.progress import Progress
-from sqla_ids.migration.core.sql import execute_sql, literal, view_error
+from sqla_ids.migration.core.sql import execute_sql, literal, query_sql, quoter, view_error
 
 
 class _Op(NamedTuple):
@@ -105,7 +105,7 @@ class AlterType(Strategy):
         """Each affected table rewritten once: the references back through the mapping,
         the key from its old-key column (dropped in the same statement); the key's
         default restored."""
-        q = connection.dialect.identifier_preparer.quote
+        q = quoter(connection.dialect)
         t, c = q(plan.table), q(plan.column)
         before, after = _around(connection, plan)
         work: list[_Op] = []
@@ -152,7 +152,7 @@ def upgrade_ops(connection: Connection, plan: PkMigrationPlan) -> list[_Op]:
     keys to the key and the views over the columns out of the way; then one
     ``ALTER TABLE`` per affected table converting all of its columns through the
     mapping (and copying the old key into ``<key>_old``); then all of it back."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     t, c = q(plan.table), q(plan.column)
     before, after = _around(connection, plan)
     work: list[_Op] = []
@@ -213,7 +213,7 @@ def _around(connection: Connection, plan: PkMigrationPlan) -> tuple[list[_Op], l
     """What goes before and after a rewrite: the triggers quiet, the views over the
     columns and the foreign keys to the key dropped (their types change), and
     all of it put back as it was."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     disable, enable = _trigger_ops(connection, plan)
     constraints = [(ref, ref.constraint) for ref in plan.references if ref.constraint]
     before = [
@@ -296,8 +296,8 @@ def _lookup(
     rewrites the table anyway. ``STRICT``: ``NULL`` stays ``NULL``; a value the
     mapping lacks gives ``NULL`` too, which the checks after the rewrite catch
     (``NOT NULL`` columns at once, the others by their counts of values)."""
-    q = connection.dialect.identifier_preparer.quote
-    schema = connection.exec_driver_sql("SELECT current_schema()").scalar_one()
+    q = quoter(connection.dialect)
+    schema = query_sql(connection, "SELECT current_schema()").scalar_one()
     name = f"pg_temp.{q(f'sqla_ids_{wanted}_{name_suffix(plan.table)}')}"
     body = f"SELECT {q(wanted)} FROM {q(schema)}.{q(plan.mapping_table)} WHERE {q(given)} = $1"
     create = _Op(
@@ -334,7 +334,7 @@ def mapping_insert_sql(connection: Connection, plan: PkMigrationPlan, bounded: b
     (millisecond, counter) number ``v`` from ``row_number()`` -- through a running
     ``max()`` over the timestamps when there is a timestamp column
     (:data:`KEY_NUMBER_SQL`) -- and 56 bits of ``sha256(seed:ordinal)``."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     k = q(plan.column)
     low = f"{k} > :after AND " if bounded else ""
     if plan.timestamp_column is None:
@@ -366,7 +366,7 @@ def mapping_insert_sql(connection: Connection, plan: PkMigrationPlan, bounded: b
 def _restore_default(connection: Connection, plan: PkMigrationPlan) -> None:
     """The key's identity, sequence or default as it was, continuing after the
     largest key (rows created since the upgrade were numbered past it)."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     t, c = q(plan.table), q(plan.column)
     kind = plan.default.kind
     seq: dict[str, Any] = plan.default.sequence or {}

@@ -103,7 +103,16 @@ from sqla_ids.migration.core.names import (
     references,
 )
 from sqla_ids.migration.core.reflected import inspect
-from sqla_ids.migration.core.sql import Statement, execute, literal_for, quote_name
+from sqla_ids.migration.core.sql import (
+    Statement,
+    ddl_sql,
+    execute,
+    literal_for,
+    query_sql,
+    quote_name,
+    quoter,
+    text_sql,
+)
 from sqla_ids.types.server_functions import uuid7_function_create_sql
 
 # Where a connection's own search_path is kept while it works in the caller's.
@@ -124,7 +133,7 @@ _ACTIONS = {"a": "NO ACTION", "r": "RESTRICT", "c": "CASCADE", "n": "SET NULL", 
 
 def _q(bind: Connection | Dialect, name: str) -> str:
     dialect = bind if isinstance(bind, Dialect) else bind.dialect
-    return str(dialect.identifier_preparer.quote(name))
+    return quote_name(dialect, name)
 
 
 def _pk_columns(connection: Connection, table: str) -> list[str]:
@@ -1035,11 +1044,8 @@ def expand_statements(
     schema = for_dialect(dialect).uuid7_function_schema(connection)
     statements = [Statement(sql) for sql in uuid7_function_create_sql(dialect, schema=schema)]
     if not inspect(connection).has_table(plan.mapping_table):
-        statements.append(
-            Statement(
-                str(sa.schema.CreateTable(mapping.mapping_table(plan)).compile(dialect=dialect))
-            )
-        )
+        create = sa.schema.CreateTable(mapping.mapping_table(plan))
+        statements.append(Statement(ddl_sql(create, dialect)))
     kind = mapping.new_type_sql(connection, plan)
     for table, column in plan.targets():
         tmp = _q(dialect, plan.temp_column(table, column))
@@ -1082,7 +1088,8 @@ class PostgreSQLOnline(OnlineStrategy):
                 # A view is its _RETURN rule: named as the view.
                 re.sub(r"^rule _RETURN on ((materialized )?view )", r"\1", described)
                 for described in connection.execute(
-                    sa.text(
+                    text_sql(
+                        connection.dialect,
                         # Everything that depends on the columns, but
                         # generated columns in their own words (what records
                         # their reads differs between versions: see
@@ -1096,7 +1103,7 @@ class PostgreSQLOnline(OnlineStrategy):
                         " AND d.classid <> 'pg_attrdef'::regclass"
                         " AND NOT (d.classid = 'pg_class'::regclass AND d.objid = d.refobjid)"
                         " UNION SELECT 'generated column ' || r.g || ' of table ' || :name"
-                        f" FROM ({GENERATED_READERS}) AS r(g, a)"
+                        f" FROM ({GENERATED_READERS}) AS r(g, a)",
                     ),
                     {"t": _q(connection, table), "name": table, "cols": sorted(names)},
                 ).scalars()
@@ -1113,7 +1120,7 @@ class PostgreSQLOnline(OnlineStrategy):
         the migration converts. Views over the columns are recreated by the swap
         (with ``recreate_views=True``, which the planner asks for, as offline)."""
         problems = timestamp_refusals(plan)
-        q = connection.dialect.identifier_preparer.quote
+        q = quoter(connection.dialect)
 
         def here(table: str) -> str:
             return qualified(connection, table)
@@ -1247,14 +1254,15 @@ class PostgreSQLOnline(OnlineStrategy):
         ``backend_type`` are readable by every role."""
         if not tables:
             return []
-        q = connection.dialect.identifier_preparer.quote
+        q = quoter(connection.dialect)
         held = HELD.format(name="to_regclass(n)")
         return [
             str(name)
             for name in connection.execute(
-                sa.text(
+                text_sql(
+                    connection.dialect,
                     f"SELECT n FROM unnest(CAST(:names AS text[])) n"
-                    f" WHERE EXISTS ({held} AND {AUTOVACUUM}) ORDER BY n"
+                    f" WHERE EXISTS ({held} AND {AUTOVACUUM}) ORDER BY n",
                 ),
                 {"names": [q(table) for table in tables]},
             ).scalars()
@@ -1271,7 +1279,8 @@ class PostgreSQLOnline(OnlineStrategy):
         default). A transaction of several: :meth:`wait_out_vacuum`."""
         outlast = OUTLAST.format(step="current_setting('lock_timeout')")
         connection.execute(
-            sa.text(f"SELECT set_config('lock_timeout', {outlast}, :local)"), {"local": local}
+            text_sql(connection.dialect, f"SELECT set_config('lock_timeout', {outlast}, :local)"),
+            {"local": local},
         )
 
     def wait_out_vacuum(self, connection: Connection, quoted: Sequence[str]) -> None:
@@ -1478,7 +1487,7 @@ class PostgreSQLOnline(OnlineStrategy):
         its partitions (the swap adds it to the partitioned table itself)."""
 
         def add(connection: Connection) -> list[Statement]:
-            q = connection.dialect.identifier_preparer.quote
+            q = quoter(connection.dialect)
             definition = (
                 f"FOREIGN KEY ({q(sides.child_new(key.n, key.ref))})"
                 f" REFERENCES {q(plan.table)} ({q(sides.key_new)})"
@@ -1508,7 +1517,7 @@ class PostgreSQLOnline(OnlineStrategy):
         def validate(connection: Connection) -> list[Statement]:
             if partitions.is_partitioned(connection, key.table):
                 return partitions.foreign_key_validations(connection, key.table, key.name)
-            q = connection.dialect.identifier_preparer.quote
+            q = quoter(connection.dialect)
             return [Statement(f"ALTER TABLE {q(key.table)} VALIDATE CONSTRAINT {q(key.name)}")]
 
         return [Ddl(f"foreign key {key.name}", add), Ddl(f"validate {key.name}", validate)]
@@ -1560,9 +1569,10 @@ class PostgreSQLOnline(OnlineStrategy):
 
         def unnumbered(connection: Connection) -> None:
             missing = int(
-                connection.exec_driver_sql(
+                query_sql(
+                    connection,
                     f"SELECT count(*) FROM {_q(connection, plan.table)}"
-                    f" WHERE {_q(connection, plan.old_column)} IS NULL"
+                    f" WHERE {_q(connection, plan.old_column)} IS NULL",
                 ).scalar_one()
             )
             if missing:
@@ -1624,7 +1634,7 @@ def quiet_trigger_refusals(connection: Connection, tables: list[str]) -> list[st
     fire in replica sessions (it would then fire on the backfill)."""
     problems = []
     quiet_needed = []
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     for table in tables:
         for name, enabled, on in application_update_triggers(connection, table):
             here = qualified(connection, on)
@@ -1640,13 +1650,14 @@ def quiet_trigger_refusals(connection: Connection, tables: list[str]) -> list[st
                 quiet_needed.append(f"{q(name)} on {here}")
     if quiet_needed:
         allowed = connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
                 + (
                     " UNION ALL SELECT has_parameter_privilege('session_replication_role', 'SET')"
                     if (connection.dialect.server_version_info or (0,)) >= (15,)
                     else ""
-                )
+                ),
             )
         ).scalars()
         if not any(allowed):
@@ -1669,7 +1680,7 @@ def application_update_triggers(connection: Connection, table: str) -> list[tupl
         sql += _NOT_A_CLONE
     # (Bound as the name reads: the preparer's quoting doubles a % for the driver.)
     bound = {"t": quote_name(connection.dialect, table)}
-    rows = connection.execute(sa.text(sql + " ORDER BY 3, 1"), bound).all()
+    rows = connection.execute(text_sql(connection.dialect, sql + " ORDER BY 3, 1"), bound).all()
     return [(str(n), str(e), str(on)) for n, e, on in rows if not is_object_name(n)]
 
 
@@ -1693,10 +1704,11 @@ def _backfill_session(connection: Connection, quiet: bool) -> None:
     rather hash the batch and scan the whole mapping, once per batch (160 ms per
     10,000 children with a 1M-row mapping, the backfill growing with rows x
     parents)."""
-    connection.exec_driver_sql(
+    query_sql(
+        connection,
         f"SELECT set_config('{BACKFILL_SETTING}', 'on', true),"
         " set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
-        + (", set_config('session_replication_role', 'replica', true)" if quiet else "")
+        + (", set_config('session_replication_role', 'replica', true)" if quiet else ""),
     )
 
 
@@ -1723,11 +1735,12 @@ class ParentKeys(ParentKeysWalk):
             hex_ = f"replace(CAST({keys.key_uuid_sql(plan, 'k')} AS text), '-', '')"
             below = keys.stored_key_sql(plan, "CAST(:below AS uuid)", None)
             value = connection.execute(
-                sa.text(
+                text_sql(
+                    connection.dialect,
                     f"SELECT (('x' || substr({hex_}, 1, 12))::bit(48)::bigint - :start) * 4096"
                     f" + ('x' || substr({hex_}, 14, 3))::bit(12)::int"
                     f" FROM (SELECT {tmp} AS k FROM {_q(connection, plan.table)}"
-                    f" WHERE {tmp} < {below} ORDER BY {tmp} DESC LIMIT 1) last"
+                    f" WHERE {tmp} < {below} ORDER BY {tmp} DESC LIMIT 1) last",
                 ),
                 {"start": first_ms(self.plan), "below": backfilled_below(self.plan)},
             ).scalar()
@@ -1764,9 +1777,10 @@ class ParentKeys(ParentKeysWalk):
         # Rows of the range still without a key are the batch's: locked, and
         # their mapping rows written just now (one index probe each).
         connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"UPDATE {t} SET {tmp} = m.new_key FROM {m} m"
-                f" WHERE {low}{t}.{k} <= :upto AND {t}.{tmp} IS NULL AND m.old_key = {t}.{k}"
+                f" WHERE {low}{t}.{k} <= :upto AND {t}.{tmp} IS NULL AND m.old_key = {t}.{k}",
             ),
             {"after": after, "upto": upto},
         )
@@ -1785,7 +1799,8 @@ class ParentKeys(ParentKeysWalk):
         segment = mapping.segment_sql(connection, plan.options) if plan.uuid192 else None
         key = keys.stored_key_sql(plan, key, None if segment is None else "s")
         covered, upto, last = connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"WITH b AS (SELECT {k} AS k, {keys.time_number_sql(connection, plan)} AS t"
                 f"{_segment_as_s(segment)}"
                 f" FROM {t} WHERE {where}{tmp} IS NULL ORDER BY {k} LIMIT :n FOR NO KEY UPDATE),"
@@ -1794,7 +1809,7 @@ class ParentKeys(ParentKeysWalk):
                 f" i AS (INSERT INTO {_q(connection, plan.mapping_table)} (old_key, new_key)"
                 f" SELECT k, {key} FROM o ON CONFLICT (old_key) DO NOTHING)"
                 " SELECT (SELECT count(*) FROM b), (SELECT k FROM b ORDER BY k DESC LIMIT 1),"
-                " (SELECT max(v) FROM o)"
+                " (SELECT max(v) FROM o)",
             ),
             {"after": after, "n": size, "prev": self.prev, "seed": plan.seed},
         ).one()
@@ -1819,14 +1834,15 @@ class ParentKeys(ParentKeysWalk):
             None if segment is None else "o.s",
         )
         covered, upto = connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"WITH b AS (SELECT {k} AS k{_segment_as_s(segment)} FROM {t}"
                 f" WHERE {where}{tmp} IS NULL ORDER BY {k} LIMIT :n FOR NO KEY UPDATE),"
                 " o AS (SELECT b.*, :done + row_number() OVER (ORDER BY k) AS ord FROM b),"
                 f" i AS (INSERT INTO {m} (old_key, new_key) SELECT k, {key} FROM o"
                 " ON CONFLICT (old_key) DO NOTHING)"
                 # ORDER BY ... LIMIT 1, not max(): uuid has no max() before 18.
-                " SELECT (SELECT count(*) FROM b), (SELECT k FROM b ORDER BY k DESC LIMIT 1)"
+                " SELECT (SELECT count(*) FROM b), (SELECT k FROM b ORDER BY k DESC LIMIT 1)",
             ),
             {"after": after, "n": size, "done": self.ordinal, "start": first_ms(plan)},
         ).one()
@@ -1839,10 +1855,11 @@ class ParentKeys(ParentKeysWalk):
         uuid = keys.key_uuid_sql(self.plan, "new_key")
         hex_ = f"right(replace(CAST({uuid} AS text), '-', ''), 14)"
         value = connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"SELECT {uuid} FROM {_q(connection, self.plan.mapping_table)}"
                 f" WHERE {hex_} = {keys.hash_hex_sql('CAST(old_key AS text)')}"
-                " ORDER BY new_key DESC LIMIT 1"
+                " ORDER BY new_key DESC LIMIT 1",
             ),
             {"seed": self.plan.seed},
         ).scalar()
@@ -1889,8 +1906,8 @@ class ChildReferences(Walk):
         desc = ", ".join(f"{_q(connection, k)} DESC" for k in self.pk)
         # ORDER BY ... DESC LIMIT 1 rather than max(): a child's own key may be a
         # UUID already (migrated before), and uuid has no max() before PostgreSQL 18.
-        total = connection.exec_driver_sql(f"SELECT count(*) FROM {c}").scalar_one()
-        last = connection.exec_driver_sql(f"SELECT {cols} FROM {c} ORDER BY {desc} LIMIT 1").first()
+        total = query_sql(connection, f"SELECT count(*) FROM {c}").scalar_one()
+        last = query_sql(connection, f"SELECT {cols} FROM {c} ORDER BY {desc} LIMIT 1").first()
         self.high = None if last is None else tuple(last)
         return int(total)
 
@@ -1911,10 +1928,11 @@ class ChildReferences(Walk):
         _backfill_session(connection, self.quiet)
         t, m = _q(connection, self.target), _q(connection, self.plan.mapping_table)
         connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"UPDATE {c} SET {t} = m.{self.give} FROM {m} m"
                 f" WHERE {low}{high} AND m.{self.look} = {c}.{_q(connection, self.ref.column)}"
-                f" AND {c}.{t} IS DISTINCT FROM m.{self.give}"
+                f" AND {c}.{t} IS DISTINCT FROM m.{self.give}",
             ),
             params,
         )
@@ -1932,10 +1950,11 @@ class ChildReferences(Walk):
             row, bound = self._bound("after", after)
             where, params = f"{key} > {row} AND ", {**params, **bound}
         upto = connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"SELECT {', '.join(f'k.{_q(connection, k)}' for k in self.pk)} FROM"
                 f" (SELECT {cols} FROM {c} WHERE {where}{key} <= {high}"
-                f" ORDER BY {cols} LIMIT :n) k ORDER BY {last} LIMIT 1"
+                f" ORDER BY {cols} LIMIT :n) k ORDER BY {last} LIMIT 1",
             ),
             {**params, "n": size},
         ).first()
@@ -1956,9 +1975,10 @@ class ChildReferences(Walk):
         s = _q(connection, self.ref.column)
         t = _q(connection, self.target)
         return int(
-            connection.exec_driver_sql(
+            query_sql(
+                connection,
                 f"SELECT count(*) FROM {_q(connection, self.ref.table)}"
-                f" WHERE {s} IS NOT NULL AND {t} IS NULL"
+                f" WHERE {s} IS NOT NULL AND {t} IS NULL",
             ).scalar_one()
         )
 

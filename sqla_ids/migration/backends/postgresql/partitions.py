@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.migration.core.sql import Statement
+from sqla_ids.migration.core.sql import Statement, quote_name, quoter
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Partition:
 
 
 def _regclass(connection: Connection, table: str) -> str:
-    return str(connection.dialect.identifier_preparer.quote(table))
+    return quote_name(connection.dialect, table)
 
 
 def is_partitioned(connection: Connection, table: str) -> bool:
@@ -127,7 +127,7 @@ def index_shells(
     """The invalid shells ``ON ONLY`` the partitioned table and each partitioned
     partition (catalog only: a moment's ``SHARE`` lock each, under the step's
     lock timeout)."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     cols = ", ".join(q(c) for c in columns)
     kind = "UNIQUE INDEX" if unique else "INDEX"
     shells = [(name, q(table))] + [
@@ -143,7 +143,7 @@ def index_leaves(
 ) -> list[Statement]:
     """One ``CREATE INDEX CONCURRENTLY`` per leaf partition still without its
     piece (an interrupted build, left invalid, is dropped and built again)."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     cols = ", ".join(q(c) for c in columns)
     kind = "UNIQUE INDEX" if unique else "INDEX"
     leaves = [p for p in tree(connection, table) if p.leaf]
@@ -162,7 +162,7 @@ def index_leaves(
 
 def index_attach(connection: Connection, table: str, name: str) -> list[Statement]:
     """Each piece attached to its parent's, deepest first: the shells turn valid."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     root = _root_oid(connection, table)
     parts = tree(connection, table)
     state = _index_state(connection, [piece(name, p.oid) for p in parts])
@@ -196,7 +196,7 @@ def foreign_key_leaves(
     """``(partition, statement)``: the foreign key ``NOT VALID`` on each leaf
     partition still without it (``definition``: ``FOREIGN KEY (...) REFERENCES
     ... <actions>``)."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     leaves = [p for p in tree(connection, table) if p.leaf]
     have = existing_constraints(connection, [piece(name, p.oid) for p in leaves])
     return [
@@ -215,7 +215,7 @@ def foreign_key_leaves(
 def foreign_key_validations(connection: Connection, table: str, name: str) -> list[Statement]:
     """``VALIDATE`` of each leaf's piece not validated yet (a scan of that leaf
     alone, under a lock that lets writes through)."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     leaves = [p for p in tree(connection, table) if p.leaf]
     have = existing_constraints(connection, [piece(name, p.oid) for p in leaves])
     return [

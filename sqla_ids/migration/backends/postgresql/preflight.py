@@ -29,7 +29,7 @@ from sqla_ids.migration.core.sizing import (
     free_disk_here,
     setting_bytes,
 )
-from sqla_ids.migration.core.sql import quote_name
+from sqla_ids.migration.core.sql import query_sql, quote_name
 
 _SETTINGS = (
     "wal_level",
@@ -115,17 +115,19 @@ def server_facts(connection: Connection) -> ServerFacts:
         {"names": list(_SETTINGS)},
     ).all()
     found = {name: (str(value), unit) for name, value, unit in rows}
-    version = connection.exec_driver_sql("SHOW server_version").scalar_one()
-    database_bytes = connection.exec_driver_sql(
-        "SELECT pg_database_size(current_database())"
+    version = query_sql(connection, "SHOW server_version").scalar_one()
+    database_bytes = query_sql(
+        connection, "SELECT pg_database_size(current_database())"
     ).scalar_one()
-    slots, slot_wal = connection.exec_driver_sql(
+    slots, slot_wal = query_sql(
+        connection,
         "SELECT count(*), COALESCE(SUM(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)), 0)"
-        " FROM pg_replication_slots"
+        " FROM pg_replication_slots",
     ).one()
-    tablespaces = connection.exec_driver_sql(
+    tablespaces = query_sql(
+        connection,
         "SELECT spcname, pg_tablespace_location(oid) FROM pg_tablespace"
-        " WHERE pg_tablespace_location(oid) <> '' ORDER BY 1"
+        " WHERE pg_tablespace_location(oid) <> '' ORDER BY 1",
     ).all()
     directory = found.get("data_directory", ("", None))[0]
     free, source = free_disk_here(connection, directory, "PG_VERSION")

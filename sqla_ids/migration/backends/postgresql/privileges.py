@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.migration.core.model import Work
-from sqla_ids.migration.core.sql import quote_name
+from sqla_ids.migration.core.sql import query_sql, quote_name
 from sqla_ids.migration.core.versions import VERSIONS, prefix_of, version_schema
 
 
@@ -66,7 +66,7 @@ def missing_privileges(connection: Connection, tables: Sequence[str], work: Work
 
 def _role(connection: Connection) -> str:
     return quote_name(
-        connection.dialect, str(connection.exec_driver_sql("SELECT current_user").scalar_one())
+        connection.dialect, str(query_sql(connection, "SELECT current_user").scalar_one())
     )
 
 
@@ -93,13 +93,13 @@ def _version_problems(connection: Connection, prefix: str) -> list[str]:
                 f" {shown}, whose views the migration makes (GRANT CREATE ON SCHEMA {shown}"
                 f" TO {_role(connection)})"
             )
-    creates = connection.exec_driver_sql(
-        "SELECT has_database_privilege(current_database(), 'CREATE')"
+    creates = query_sql(
+        connection, "SELECT has_database_privilege(current_database(), 'CREATE')"
     ).scalar_one()
     if not creates and any(name not in existing for name in names):
         database = quote_name(
             connection.dialect,
-            str(connection.exec_driver_sql("SELECT current_database()").scalar_one()),
+            str(query_sql(connection, "SELECT current_database()").scalar_one()),
         )
         problems.append(
             f"versions: the role {_role(connection)} lacks CREATE on the database {database},"

@@ -14,7 +14,6 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-# (re-exported: the planner asks for privileges with the rest of the catalog)
 from sqla_ids.migration.backends.postgresql.privileges import (
     missing_privileges as missing_privileges,
 )
@@ -34,7 +33,9 @@ from sqla_ids.migration.core.model import (
     refuse,
 )
 from sqla_ids.migration.core.reflected import Inspector
-from sqla_ids.migration.core.sql import literal, quote_name
+
+# (re-exported: the planner asks for privileges with the rest of the catalog)
+from sqla_ids.migration.core.sql import literal, query_sql, quote_name, quoter, text_sql
 
 IDENTIFIER_QUOTE = '"'
 #: PostgreSQL silently truncates longer identifiers (NAMEDATALEN - 1 bytes).
@@ -210,7 +211,7 @@ def resolve_inheritance(
             shapes[t] = connection.execute(_SHAPE, _params(connection, t)).mappings().one()
         return shapes[t]
 
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     blocked: set[str] = set()
     key_shape = shape_of(table)
     if key_shape["relispartition"]:
@@ -299,10 +300,9 @@ def resolve_inheritance(
             # numbered as one table's -- if they are one set, which the parent's
             # primary key (its own rows only) does not promise.
             key = _key_column(connection, t)
-            twice = connection.execute(
-                sa.text(
-                    f"SELECT {q(key)} FROM {q(t)} GROUP BY 1 HAVING count(*) > 1 ORDER BY 1 LIMIT 3"
-                )
+            twice = query_sql(
+                connection,
+                f"SELECT {q(key)} FROM {q(t)} GROUP BY 1 HAVING count(*) > 1 ORDER BY 1 LIMIT 3",
             ).scalars()
             if repeated := [str(k) for k in twice]:
                 blockers.add(
@@ -317,7 +317,7 @@ def resolve_inheritance(
 def qualified(connection: Connection, table: str) -> str:
     """``schema.table`` of a table of the current schema, each part quoted when it
     needs to be: messages name objects the way SQL would."""
-    schema = connection.exec_driver_sql("SELECT current_schema()").scalar_one()
+    schema = query_sql(connection, "SELECT current_schema()").scalar_one()
     return f"{_quote(connection, schema)}.{_quote(connection, table)}"
 
 
@@ -433,7 +433,7 @@ def find_blockers(
         params = _params(connection, t, cols)
         here, listed = qualified(connection, t), _columns_list(connection, cols)
         for what, sql, removal in _BLOCKING_OBJECTS:
-            for name, on in connection.execute(sa.text(sql), params).all():
+            for name, on in connection.execute(text_sql(connection.dialect, sql), params).all():
                 drop = removal.format(name=_quote(connection, name), on=on or here)
                 problems.append(
                     f"{what} {_quote(connection, name)} on {on or here} uses {listed} of"
@@ -464,7 +464,7 @@ def _filtered_publications(connection: Connection, table: str) -> list[str]:
         ),
         _params(connection, table),
     ).all()
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     here = qualified(connection, table)
     return [
         f"publication {q(name)} publishes {here} with a"

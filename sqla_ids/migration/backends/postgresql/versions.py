@@ -38,12 +38,12 @@ from sqla_ids.migration.backends.postgresql import partitions
 from sqla_ids.migration.backends.postgresql.locks import lock_tree
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.names import child_old, object_name, references
-from sqla_ids.migration.core.sql import Statement, literal_for
+from sqla_ids.migration.core.sql import Statement, literal_for, quote_name, text_sql
 from sqla_ids.migration.core.versions import Version, plan_schemas
 
 
 def _q(dialect: Dialect, name: str) -> str:
-    return str(dialect.identifier_preparer.quote(name))
+    return quote_name(dialect, name)
 
 
 def _tables(plan: PkMigrationPlan) -> list[str]:
@@ -204,7 +204,7 @@ _CATALOG = (
 def _read(connection: Connection, tables: list[str]) -> _Catalog:
     """The columns and privileges of ``tables`` (in the caller's ``search_path``)."""
     rows = connection.execute(
-        sa.text(_CATALOG),
+        text_sql(connection.dialect, _CATALOG),
         {"n": tables, "q": [_q(connection.dialect, table) for table in tables]},
     ).all()
     read = _Catalog(schema=str(rows[0][2]))

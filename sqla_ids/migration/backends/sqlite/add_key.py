@@ -32,6 +32,7 @@ from sqla_ids.migration.backends.sqlite.create_sql import CreateTable, Token, un
 from sqla_ids.migration.backends.sqlite.offline import _OLD_PREFIX, check_foreign_keys_off
 from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.reflected import Inspector
+from sqla_ids.migration.core.sql import query_sql
 
 #: The names SQLite gives the row id; a column may take one of them.
 _ROWID_NAMES = ("rowid", "_rowid_", "oid")
@@ -53,7 +54,7 @@ def _begin(connection: Connection) -> None:
     one only before DML, so the first ``ALTER TABLE`` would commit on its own and
     survive a rollback."""
     if not connection.connection.driver_connection.in_transaction:  # type: ignore[union-attr]
-        connection.exec_driver_sql("BEGIN")
+        query_sql(connection, "BEGIN")
 
 
 def _unmangled(name: Any) -> Any:
@@ -63,9 +64,7 @@ def _unmangled(name: Any) -> Any:
 
 
 def _columns(connection: Connection, table: str) -> list[str]:
-    return [
-        r[1] for r in connection.exec_driver_sql(f"PRAGMA table_info({quoted(connection, table)})")
-    ]
+    return [r[1] for r in query_sql(connection, f"PRAGMA table_info({quoted(connection, table)})")]
 
 
 class SQLiteKeyAdder(KeyAdder):
@@ -80,8 +79,8 @@ class SQLiteKeyAdder(KeyAdder):
     def unique_key(self, connection: Connection, table: str, name: str) -> UniqueKey | str | None:
         """A named ``CREATE UNIQUE INDEX`` or a named ``UNIQUE`` constraint."""
         q = quoted(connection, table)
-        for _seq, index, unique, origin, partial in connection.exec_driver_sql(
-            f"PRAGMA index_list({q})"
+        for _seq, index, unique, origin, partial in query_sql(
+            connection, f"PRAGMA index_list({q})"
         ):
             if index != name or not unique:
                 continue
@@ -89,9 +88,7 @@ class SQLiteKeyAdder(KeyAdder):
                 return f"unique index {name} is partial"
             columns = [
                 r[2]
-                for r in connection.exec_driver_sql(
-                    f"PRAGMA index_info({quoted(connection, index)})"
-                )
+                for r in query_sql(connection, f"PRAGMA index_info({quoted(connection, index)})")
             ]
             if any(c is None for c in columns):
                 return f"unique index {name} is on an expression"
@@ -138,8 +135,9 @@ class SQLiteKeyAdder(KeyAdder):
         """The nullable key column; rows are found by their row id."""
         _begin(connection)
         q = functools.partial(quoted, connection)
-        connection.exec_driver_sql(
-            f"ALTER TABLE {q(plan.table)} ADD COLUMN {q(plan.column)} {plan.key_type_sql}"
+        query_sql(
+            connection,
+            f"ALTER TABLE {q(plan.table)} ADD COLUMN {q(plan.column)} {plan.key_type_sql}",
         )
         names = {c.lower() for c in _columns(connection, plan.table)}
         rowid = next(n for n in _ROWID_NAMES if n not in names)
@@ -264,20 +262,20 @@ def _rebuild(
     one, replay the indexes and triggers (after the copy: no trigger fires on it)."""
     q = functools.partial(quoted, connection)
     old = _OLD_PREFIX + table
-    legacy = connection.exec_driver_sql("PRAGMA legacy_alter_table").scalar()
-    connection.exec_driver_sql("PRAGMA legacy_alter_table=ON")
+    legacy = query_sql(connection, "PRAGMA legacy_alter_table").scalar()
+    query_sql(connection, "PRAGMA legacy_alter_table=ON")
     try:
-        connection.exec_driver_sql(f"ALTER TABLE {q(table)} RENAME TO {q(old)}")
-        connection.exec_driver_sql(create)
+        query_sql(connection, f"ALTER TABLE {q(table)} RENAME TO {q(old)}")
+        query_sql(connection, create)
         names = ", ".join(map(q, columns))
-        connection.exec_driver_sql(f"INSERT INTO {q(table)} ({names}) SELECT {names} FROM {q(old)}")
-        connection.exec_driver_sql(f"DROP TABLE {q(old)}")
+        query_sql(connection, f"INSERT INTO {q(table)} ({names}) SELECT {names} FROM {q(old)}")
+        query_sql(connection, f"DROP TABLE {q(old)}")
         for sql in replay:
-            connection.exec_driver_sql(sql)
-        problems = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+            query_sql(connection, sql)
+        problems = query_sql(connection, "PRAGMA foreign_key_check").all()
         if problems:
             raise MigrationVerificationError(
                 f"foreign key check failed after rebuilding {table}: {problems[:5]}"
             )
     finally:
-        connection.exec_driver_sql(f"PRAGMA legacy_alter_table={'ON' if legacy else 'OFF'}")
+        query_sql(connection, f"PRAGMA legacy_alter_table={'ON' if legacy else 'OFF'}")

@@ -30,14 +30,14 @@ from sqla_ids.migration.core.mapping import new_type_sql
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.phases import Recorded
 from sqla_ids.migration.core.progress import Progress
-from sqla_ids.migration.core.sql import drop_views, recreate_views
+from sqla_ids.migration.core.sql import drop_views, query_sql, quoter, recreate_views
 
 _OLD_PREFIX = "_sqla_ids_old_"
 
 
 def check_foreign_keys_off(connection: Connection) -> None:
     """Turn FK enforcement off if possible; refuse when it is on inside a transaction."""
-    if not connection.exec_driver_sql("PRAGMA foreign_keys").scalar():
+    if not query_sql(connection, "PRAGMA foreign_keys").scalar():
         return
     if _driver_in_transaction(connection):
         raise MigrationRefusedError(
@@ -47,7 +47,7 @@ def check_foreign_keys_off(connection: Connection) -> None:
             " the migration's transaction begins (the sqla_ids env template does);"
             " nothing was changed"
         )
-    connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+    query_sql(connection, "PRAGMA foreign_keys=OFF")
     # The pragma stays with the database connection, and the pool hands that to the
     # application next: enforcement comes back when the connection is returned (after
     # the migration's transaction has ended; inside one the pragma does nothing).
@@ -78,10 +78,10 @@ def _table_sql(connection: Connection, table: str) -> str:
 def _new_create_sql(connection: Connection, plan: PkMigrationPlan, table: str) -> str:
     """``CREATE TABLE`` of ``table`` with UUID key/reference columns (and the old-key
     columns): the table's own statement, edited (see :mod:`.create_sql`)."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     in_key = {
         str(row[1]).lower(): bool(row[5])
-        for row in connection.exec_driver_sql(f"PRAGMA table_info({q(table)})")
+        for row in query_sql(connection, f"PRAGMA table_info({q(table)})")
     }
     added = []
     if table == plan.table:
@@ -141,7 +141,7 @@ def begin(connection: Connection) -> None:
     (SQLAlchemy's, Alembic's) ends it.
     """
     if not _driver_in_transaction(connection):
-        connection.exec_driver_sql("BEGIN")
+        query_sql(connection, "BEGIN")
 
 
 def _driver_in_transaction(connection: Connection) -> bool:
@@ -151,9 +151,9 @@ def _driver_in_transaction(connection: Connection) -> bool:
 
 def rebuild(connection: Connection, plan: PkMigrationPlan, direction: str) -> None:
     """Rebuild every affected table in ``direction`` ("upgrade" or "downgrade")."""
-    q = connection.dialect.identifier_preparer.quote
-    legacy = connection.exec_driver_sql("PRAGMA legacy_alter_table").scalar()
-    connection.exec_driver_sql("PRAGMA legacy_alter_table=ON")
+    q = quoter(connection.dialect)
+    legacy = query_sql(connection, "PRAGMA legacy_alter_table").scalar()
+    query_sql(connection, "PRAGMA legacy_alter_table=ON")
     # Rows that referenced nothing already (enforcement was off when they were
     # written) are not the rebuild's doing: only new ones stop it.
     dangling = _dangling(connection)
@@ -173,24 +173,25 @@ def rebuild(connection: Connection, plan: PkMigrationPlan, direction: str) -> No
         }
         for t in plan.affected_tables:
             old = _OLD_PREFIX + t
-            columns = [r[1] for r in connection.exec_driver_sql(f"PRAGMA table_info({q(t)})")]
-            connection.exec_driver_sql(f"ALTER TABLE {q(t)} RENAME TO {q(old)}")
-            connection.exec_driver_sql(creates[t])
+            columns = [r[1] for r in query_sql(connection, f"PRAGMA table_info({q(t)})")]
+            query_sql(connection, f"ALTER TABLE {q(t)} RENAME TO {q(old)}")
+            query_sql(connection, creates[t])
             targets, sources = _copy_columns(plan, t, columns, direction, q)
             progress = Progress(f"{t}: rebuild", 0)
-            copied = connection.exec_driver_sql(
+            copied = query_sql(
+                connection,
                 f"INSERT INTO {q(t)} ({', '.join(targets)}) SELECT {', '.join(sources)}"
-                f" FROM {q(old)} AS o"
+                f" FROM {q(old)} AS o",
             ).rowcount
             progress.total = copied
             progress.advance(copied)
-            connection.exec_driver_sql(f"DROP TABLE {q(old)}")
+            query_sql(connection, f"DROP TABLE {q(old)}")
             for index_sql in attached[t]:
-                connection.exec_driver_sql(index_sql)
+                query_sql(connection, index_sql)
         if direction == "downgrade" and plan.default.kind == "autoincrement":
             seq = plan.default.counter
-            top = connection.exec_driver_sql(
-                f"SELECT max({q(plan.column)}) FROM {q(plan.table)}"
+            top = query_sql(
+                connection, f"SELECT max({q(plan.column)}) FROM {q(plan.table)}"
             ).scalar()
             connection.exec_driver_sql(
                 "UPDATE sqlite_sequence SET seq = ? WHERE name = ?",
@@ -198,12 +199,12 @@ def rebuild(connection: Connection, plan: PkMigrationPlan, direction: str) -> No
             )
         _check_foreign_keys(connection, dangling, direction)
     finally:
-        connection.exec_driver_sql(f"PRAGMA legacy_alter_table={'ON' if legacy else 'OFF'}")
+        query_sql(connection, f"PRAGMA legacy_alter_table={'ON' if legacy else 'OFF'}")
 
 
 def _dangling(connection: Connection) -> Counter[tuple[str, str]]:
     """``PRAGMA foreign_key_check``'s rows, counted per (table, parent table)."""
-    rows = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+    rows = query_sql(connection, "PRAGMA foreign_key_check").all()
     return Counter((str(table), str(parent)) for table, _rowid, parent, _fk in rows)
 
 
@@ -212,7 +213,7 @@ def _check_foreign_keys(
 ) -> None:
     """Every reference the rebuild left has its parent row, apart from those that
     had none before; the error names the new ones (table, rowid) and the way out."""
-    rows = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+    rows = query_sql(connection, "PRAGMA foreign_key_check").all()
     new = _dangling(connection) - before
     if not new:
         return
@@ -310,12 +311,12 @@ class Rebuild(Strategy):
 
 def planned_upgrade(connection: Connection, plan: PkMigrationPlan) -> list[sizing.Step]:
     """The statements (and the copies) :meth:`Rebuild.upgrade` will run, in order."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     steps: list[sizing.Step] = [sizing.Statement(view.drop_sql) for view in reversed(plan.views)]
     creates = {t: _new_create_sql(connection, plan, t) for t in plan.affected_tables}
     for t in plan.affected_tables:
         old = _OLD_PREFIX + t
-        columns = [r[1] for r in connection.exec_driver_sql(f"PRAGMA table_info({q(t)})")]
+        columns = [r[1] for r in query_sql(connection, f"PRAGMA table_info({q(t)})")]
         targets, sources = _copy_columns(plan, t, columns, "upgrade", q)
         steps += [
             sizing.Statement(f"ALTER TABLE {q(t)} RENAME TO {q(old)}"),

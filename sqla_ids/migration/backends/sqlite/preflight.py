@@ -28,6 +28,7 @@ from sqla_ids.migration.core.sizing import (
     TableSize,
     count_rows,
 )
+from sqla_ids.migration.core.sql import query_sql
 
 _SOURCE = calibrated_on("SQLite 3.40")
 
@@ -61,16 +62,17 @@ def cost_model(online_mode: bool, server: ServerFacts) -> CostModel | None:
 
 def _pragma(connection: Connection, name: str) -> str:
     # Names are this module's constants, never input.
-    return str(connection.exec_driver_sql(f"PRAGMA {name}").scalar())
+    return str(query_sql(connection, f"PRAGMA {name}").scalar())
 
 
 def table_sizes(connection: Connection, tables: Sequence[str]) -> list[TableSize]:
     """Rows (counted) and bytes from ``dbstat``, or the file shared by rows."""
     rows = {table: count_rows(connection, table) for table in tables}
     try:
-        pages = connection.exec_driver_sql(
+        pages = query_sql(
+            connection,
             "SELECT m.tbl_name, m.type = 'index', SUM(d.pgsize) FROM dbstat d"
-            " JOIN sqlite_master m ON m.name = d.name GROUP BY m.tbl_name, m.type = 'index'"
+            " JOIN sqlite_master m ON m.name = d.name GROUP BY m.tbl_name, m.type = 'index'",
         ).all()
     except sa.exc.OperationalError:  # SQLite built without dbstat
         file_bytes = int(_pragma(connection, "page_count")) * int(_pragma(connection, "page_size"))
@@ -89,7 +91,7 @@ def table_sizes(connection: Connection, tables: Sequence[str]) -> list[TableSize
 
 
 def _file(connection: Connection) -> str:
-    for _seq, name, path in connection.exec_driver_sql("PRAGMA database_list").all():
+    for _seq, name, path in query_sql(connection, "PRAGMA database_list").all():
         if name == "main":
             return str(path or "")
     return ""  # pragma: no cover - SQLite always lists main
@@ -97,7 +99,7 @@ def _file(connection: Connection) -> str:
 
 def server_facts(connection: Connection) -> ServerFacts:
     """The file's size and free disk, the journal mode."""
-    version = connection.exec_driver_sql("SELECT sqlite_version()").scalar_one()
+    version = query_sql(connection, "SELECT sqlite_version()").scalar_one()
     page_size = int(_pragma(connection, "page_size"))
     pages = int(_pragma(connection, "page_count"))
     free_pages = int(_pragma(connection, "freelist_count"))

@@ -25,12 +25,13 @@ from sqla_ids.migration.core.model import (
     refuse,
 )
 from sqla_ids.migration.core.reflected import Inspector
+from sqla_ids.migration.core.sql import query_sql, quote_name, quoter
 
 IDENTIFIER_QUOTE = '"'
 
 
 def _quote(connection: Connection, name: str) -> str:
-    return str(connection.dialect.identifier_preparer.quote(name))
+    return quote_name(connection.dialect, name)
 
 
 #: Read through SQLAlchemy's inspector (see :mod:`._reflected`).
@@ -60,7 +61,7 @@ def identifier_limit(name: str) -> int | None:
 
 def column_type_sql(connection: Connection, table: str, column: str) -> str:
     """The declared type of the column, as written in its ``CREATE TABLE``."""
-    for row in connection.exec_driver_sql(f"PRAGMA table_info({_quote(connection, table)})"):
+    for row in query_sql(connection, f"PRAGMA table_info({_quote(connection, table)})"):
         if row[1] == column:
             return str(row[2])
     raise MigrationRefusedError(f"cannot migrate: column {table}.{column} does not exist")
@@ -114,13 +115,13 @@ def find_blockers(
     pk = list(inspector.get_pk_constraint(table).get("constrained_columns") or [])
     if len(pk) != 1:
         return []
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     where = f"FROM {q(table)} WHERE {q(pk[0])} IS NULL"
-    nulls = connection.exec_driver_sql(f"SELECT count(*) {where}").scalar_one()
+    nulls = query_sql(connection, f"SELECT count(*) {where}").scalar_one()
     if not nulls:
         return []
     # Such a table has a rowid (WITHOUT ROWID refuses NULL keys): it names the rows.
-    first = connection.exec_driver_sql(f"SELECT rowid {where} ORDER BY rowid LIMIT 5").scalars()
+    first = query_sql(connection, f"SELECT rowid {where} ORDER BY rowid LIMIT 5").scalars()
     return [
         f"{nulls} rows of {table} have no key ({pk[0]} IS NULL, rowid"
         f" {', '.join(map(str, first))}): give each a key or delete them first"
@@ -131,8 +132,9 @@ def find_routines(connection: Connection, affected: dict[str, set[str]]) -> list
     """Triggers whose body uses a migrated column (through ``NEW``/``OLD`` of the
     table they are on, or by naming the table and the column)."""
     found = []
-    rows = connection.exec_driver_sql(
-        "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY rowid"
+    rows = query_sql(
+        connection,
+        "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY rowid",
     ).all()
     for name, on_table, sql in rows:
         body = str(sql or "")
@@ -187,7 +189,7 @@ def find_views(
 ) -> list[View]:
     """Views naming an affected table: the rebuild drops the table under them, so they
     are dropped first and recreated from their ``CREATE VIEW`` text afterwards."""
-    q = connection.dialect.identifier_preparer.quote
+    q = quoter(connection.dialect)
     return [
         View(name=name, depends_on=t, create_sql=sql, drop_sql=f"DROP VIEW IF EXISTS {q(name)}")
         for name, _on, sql, t in _mentioning(connection, "view", affected)
@@ -245,8 +247,8 @@ def key_default(connection: Connection, plan: PkMigrationPlan) -> OldKeyDefault:
     ).scalar_one()
     if "autoincrement" not in sql.lower():
         return OldKeyDefault("rowid") if plan.key_kind == "integer" else OldKeyDefault()
-    has_seq = connection.exec_driver_sql(
-        "SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_sequence'"
+    has_seq = query_sql(
+        connection, "SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_sequence'"
     ).scalar()
     seq = None
     if has_seq:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from sqlalchemy.engine import Connection
 
 from sqla_ids.errors import MigrationRefusedError
-from sqla_ids.migration.core.sql import quote_name
+from sqla_ids.migration.core.sql import query_sql, quote_name
 
 
 @contextmanager
@@ -38,7 +38,7 @@ def quiet(
             " and put back: drop them first and create them again after; nothing was changed"
         )
     for name, _sql in triggers:
-        connection.exec_driver_sql(f"DROP TRIGGER {quote_name(connection.dialect, name)}")
+        query_sql(connection, f"DROP TRIGGER {quote_name(connection.dialect, name)}")
     yield ()
     for _name, sql in triggers:
-        connection.exec_driver_sql(sql)
+        query_sql(connection, sql)
