@@ -49,6 +49,7 @@ from sqla_ids.dialects import UnsupportedDialectError, for_dialect
 from sqla_ids.dialects.order_number_owner import OrderNumberOwner, OwnedSequence
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.backends import backend_for
+from sqla_ids.migration.core.sql import quote_name, text_sql
 from sqla_ids.types.order_number import FormattedOrderNumber
 from sqla_ids.types.order_number_ddl import order_number_check_name
 from sqla_ids.types.order_number_sequence import OrderNumberSequence
@@ -479,12 +480,14 @@ def add_order_number_column(operations: Operations, operation: AddOrderNumberCol
         schema=schema,
     )
     if dialect.alter_table_add_check:
-        quoted = connection.dialect.identifier_preparer.quote(operation.column_name)
+        # The name as the database reads it, in text() that escapes what it must for
+        # its driver (SQLAlchemy's preparer doubles a "%" itself; text() again).
+        quoted = quote_name(connection.dialect, operation.column_name)
         condition = dialect.order_number_format_check(quoted, type_.order_numbers.format)
         operations.create_check_constraint(
             order_number_check_name(operation.table_name, operation.column_name),
             operation.table_name,
-            sa.text(condition),
+            text_sql(connection.dialect, condition),
             schema=schema,
         )
     if not operation.nullable:
