@@ -721,6 +721,7 @@ _PG_COMMENTS = {
         ("postgresql", "constraint", "online, in a transaction"),
         ("postgresql", "constraint", "online, autocommit"),
         ("postgresql", "index", "online, autocommit"),
+        ("postgresql", "constraint", "online, Alembic downgrade"),
         ("mariadb", "index", "offline"),
         ("mariadb", "index", "online, autocommit"),
     ],
@@ -760,8 +761,8 @@ def test_the_unique_key_comes_back_exactly(
         )
         conn.commit()
     assert UNIQUE not in _uniques(engine)
-    autocommit = drop == "online, autocommit"
-    if autocommit and database == "postgresql":
+    autocommit = drop in ("online, autocommit", "online, Alembic downgrade")
+    if drop == "online, autocommit" and database == "postgresql":
         # A build stopped midway left the index in the catalog, invalid.
         stopped = "CREATE UNIQUE INDEX CONCURRENTLY {u} ON {t} ((1))".format(**names)
         with (
@@ -776,9 +777,16 @@ def test_the_unique_key_comes_back_exactly(
 
     sa.event.listen(engine, "before_cursor_execute", sent)
     with engine.connect() as conn:
-        if autocommit:
-            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        drop_uuid7_key(conn, TABLE)
+        if drop == "online, Alembic downgrade":
+            # The downgrade's op.drop_uuid7_key of a key added online runs in an
+            # autocommit block, as the upgrade did: built CONCURRENTLY.
+            context = MigrationContext.configure(conn)
+            with context.begin_transaction():
+                Operations(context).drop_uuid7_key(TABLE)
+        else:
+            if autocommit:
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            drop_uuid7_key(conn, TABLE)
         conn.commit()
     sa.event.remove(engine, "before_cursor_execute", sent)
     after = _snapshot(engine)

@@ -439,7 +439,9 @@ def test_killed_then_run_again_or_dropped(
 def test_through_alembic_in_its_transaction(online_private_engine: Engine) -> None:
     """``op.add_uuid7_key(..., online=True)`` inside Alembic's migration
     transaction runs in an autocommit block (its steps commit on their own);
-    the downgrade's ``op.drop_uuid7_key`` runs in the transaction."""
+    the downgrade's ``op.drop_uuid7_key`` too (the record says the key was added
+    online; test_migration_add_key.py checks what that changes: the unique key's
+    index built ``CONCURRENTLY``)."""
     from alembic.migration import MigrationContext
     from alembic.operations import Operations
 

@@ -10,9 +10,9 @@ For tables without a primary key (logs, imports, link tables, tables whose
         op.drop_uuid7_key("event_log")
 
 The work is done by :mod:`sqla_ids.migration.add_key`; PostgreSQL and SQLite
-run in the migration's transaction, MariaDB (implicit DDL commits) in an
-autocommit block. Offline ``--sql`` mode is refused: the keys are computed
-from the rows.
+run in the migration's transaction, MariaDB (implicit DDL commits) and the
+online mode in an autocommit block (the drop of a key added online too).
+Offline ``--sql`` mode is refused: the keys are computed from the rows.
 """
 
 from __future__ import annotations
@@ -26,7 +26,11 @@ from alembic.operations import MigrateOperation, Operations
 from sqla_ids.alembic.migrate_pk import _run, refuse_offline
 from sqla_ids.alembic.render import import_operations
 from sqla_ids.migration.add_key import add_uuid7_key, drop_uuid7_key
-from sqla_ids.migration.core.added_key import AddKeyOptions, build_add_key_options
+from sqla_ids.migration.core.added_key import (
+    AddKeyOptions,
+    build_add_key_options,
+    load_record,
+)
 
 
 @Operations.register_operation("add_uuid7_key")
@@ -113,7 +117,25 @@ def _add(operations: Operations, operation: AddUUID7KeyOp) -> None:
 @Operations.implementation_for(DropUUID7KeyOp)
 def _drop(operations: Operations, operation: DropUUID7KeyOp) -> None:
     refuse_offline(operations, "drop_uuid7_key")
-    _run(operations, lambda conn: drop_uuid7_key(conn, operation.table_name))
+    # A key added online is dropped online too -- in an autocommit block, as it was
+    # added: in the downgrade's transaction, PostgreSQL would build the index of the
+    # unique key that keep_unique_key=False dropped under the table's lock, the
+    # application's writes waiting for the whole build; in autocommit mode it builds
+    # it CONCURRENTLY. (From the record: a hand-written downgrade names no options.)
+    online = operation.options.online or _added_online(operations, operation.table_name)
+    _run(operations, lambda conn: drop_uuid7_key(conn, operation.table_name), online=online)
+
+
+def _added_online(operations: Operations, table: str) -> bool:
+    """Whether the recorded ``add_uuid7_key`` of ``table`` ran online. The read
+    leaves the connection as it found it: a transaction it began is rolled back
+    (Alembic's autocommit block accepts only its own)."""
+    connection = operations.get_bind()
+    began = not connection.in_transaction()
+    recorded = load_record(connection, table)
+    if began:
+        connection.rollback()
+    return recorded is not None and recorded.options.online
 
 
 @renderers.dispatch_for(AddUUID7KeyOp)
