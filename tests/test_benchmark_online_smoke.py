@@ -5,12 +5,11 @@ the application running, no failed statement and every relationship checked."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import requirements as requires
+from scripts import run_script
 from sqlalchemy.engine import URL
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "online_migration.py"
@@ -19,14 +18,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "online_migrati
 def _run(url: URL, *options: str) -> list[str]:
     """The script's output lines, run ``--quick`` with ``options`` (it must succeed)."""
     base = url.render_as_string(hide_password=False).split("?")[0]  # it makes its own schema
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", *options, "--url", base],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout.splitlines()
+    return run_script(SCRIPT, "--quick", *options, "--url", base, timeout=600).splitlines()
 
 
 @pytest.mark.slow

@@ -4,24 +4,16 @@ assertions): a small SQLite run for each target, then ``--table --again``."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from scripts import run_script
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "preflight_calibration.py"
 
 
 def _run(*args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    return result.stdout
+    return run_script(SCRIPT, *args, timeout=300)
 
 
 # A benchmark script's smoke run (three interpreters, two migrations measured):

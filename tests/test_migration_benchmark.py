@@ -4,11 +4,10 @@ hand-written SQL."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from scripts import run_script
 from sqlalchemy.engine import URL
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "pk_migration.py"
@@ -20,18 +19,12 @@ def test_pk_migration_benchmark_quick_run(server: str, request: pytest.FixtureRe
     url: URL = request.getfixturevalue(server)
     base = url.render_as_string(hide_password=False).split("?")[0]  # it makes its own schema
     args = ["--quick", "--sizes", "300", "--batch-size", "100", "--profile", "--url", base]
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    lines = result.stdout.splitlines()
+    out = run_script(SCRIPT, *args, timeout=300)
+    lines = out.splitlines()
     header = next(line for line in lines if line.startswith("parents"))
     assert "vs hand" in header
     assert ("wal MB" in header) if server == "postgresql_url" else ("redo MB" in header)
     modes = [line.split()[1] for line in lines if line.startswith("300 ")]
-    assert modes == ["hand", "offline", "online"], result.stdout
-    assert "offline: SQL statements" in result.stdout
-    assert "the online runner's steps" in result.stdout
+    assert modes == ["hand", "offline", "online"], out
+    assert "offline: SQL statements" in out
+    assert "the online runner's steps" in out
