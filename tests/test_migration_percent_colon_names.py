@@ -13,6 +13,8 @@ quotes (``text_sql``).
 
 from __future__ import annotations
 
+import secrets
+
 import dbsnapshot
 import pytest
 import sqlalchemy as sa
@@ -112,17 +114,21 @@ def test_a_name_with_percent_and_colon_migrated_offline_and_back(private_engine:
 
 # quick cover: the undo after the swap (the others run in CI)
 @pytest.mark.parametrize(
-    "phase",
+    "phase, versions",
     [
-        pytest.param("prepare", marks=pytest.mark.slow),
-        "swap",
-        pytest.param("all", marks=pytest.mark.slow),
+        pytest.param("prepare", False, marks=pytest.mark.slow),
+        ("swap", False),
+        pytest.param("all", False, marks=pytest.mark.slow),
+        # with the two application versions' schemas (MariaDB: databases) of views
+        pytest.param("swap", True, marks=pytest.mark.slow),
+        pytest.param("all", True, marks=pytest.mark.slow),
     ],
 )
 def test_a_name_with_percent_and_colon_migrated_online_and_back(
-    online_private_engine: Engine, phase: str
+    online_private_engine: Engine, phase: str, versions: bool
 ) -> None:
     engine = online_private_engine
+    prefix = f"v_{secrets.token_hex(3)} %s :v"  # (its schemas' names hold them too)
     _create(engine)
     with engine.connect() as conn:
         before = dbsnapshot.schema(conn), dbsnapshot.rows(conn)
@@ -131,7 +137,13 @@ def test_a_name_with_percent_and_colon_migrated_online_and_back(
     for step in ["prepare", "swap", "all"][: ["prepare", "swap", "all"].index(phase) + 1]:
         with engine.connect() as conn:
             migrate_pk_to_uuid7(
-                conn, PARENT, online=True, phase=step, batch_size=1, recreate_views=True
+                conn,
+                PARENT,
+                online=True,
+                phase=step,
+                batch_size=1,
+                recreate_views=True,
+                versions=prefix if versions else False,
             )
             conn.commit()
     with engine.connect() as conn:
@@ -143,6 +155,7 @@ def test_a_name_with_percent_and_colon_migrated_online_and_back(
         conn.commit()
     with engine.connect() as conn:
         after = dbsnapshot.schema(conn), dbsnapshot.rows(conn)
+        assert not _version_schemas(conn, prefix)  # the undo dropped them
     if phase == "all" and engine.dialect.name == "postgresql":
         # After the contract the converted columns stay their tables' last
         # (documented: PostgreSQL cannot reorder columns): compared aside.
@@ -185,6 +198,12 @@ def test_every_mariadb_driver_carries_them_or_refuses_first(mariadb_driver_engin
             execute_sql(conn, f"DROP VIEW IF EXISTS {q(VIEW)}")
             for table in (CHILD, PARENT, f"{PARENT}_uuid7_map"):
                 execute_sql(conn, f"DROP TABLE IF EXISTS {q(table)}")
+
+
+def _version_schemas(conn: sa.Connection, prefix: str) -> list[str]:
+    """The versions' schemas (MariaDB: databases) still there."""
+    names = sa.inspect(conn).get_schema_names()
+    return [name for name in names if name.startswith(prefix)]
 
 
 def _unplaced(line: str) -> str:
