@@ -636,16 +636,20 @@ def test_sequence_ops_keep_table_and_column() -> None:
 
 
 def test_removed_model_in_another_schema(engine: Engine, tmp_path: Path, key_name: str) -> None:
-    schema = f"sqla_ids_t_seqdrop_{secrets.token_hex(4)}"
+    # Names are data: the schema's name holds a quote, a backtick, ``%s`` and
+    # ``:x`` (a placeholder to a driver, a bound parameter to ``text()``).
+    schema = f"sqla_ids_t_seqdrop 'q\"`b %s :x ü {secrets.token_hex(4)}"
     name, sequence = "t_seqdrop_orders", "t_seqdrop_numbers"
     with engine.connect() as connection:
+        # exec_driver_sql: the preparer doubles % for the driver, as for every statement.
+        quoted = connection.dialect.identifier_preparer.quote_schema(schema)
         if connection.dialect.name == "sqlite":
-            path = tmp_path / f"{schema}.sqlite3"
-            connection.exec_driver_sql(f"ATTACH DATABASE '{path}' AS {schema}")
+            path = tmp_path / f"{secrets.token_hex(4)}.sqlite3"
+            connection.exec_driver_sql(f"ATTACH DATABASE '{path}' AS {quoted}")
         elif connection.dialect.name == "postgresql":
-            connection.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+            connection.exec_driver_sql(f"CREATE SCHEMA {quoted}")
         else:
-            connection.exec_driver_sql(f"CREATE DATABASE `{schema}`")
+            connection.exec_driver_sql(f"CREATE DATABASE {quoted}")
         connection.commit()
         try:
             metadata = sa.MetaData(schema=schema)
@@ -671,7 +675,7 @@ def test_removed_model_in_another_schema(engine: Engine, tmp_path: Path, key_nam
             assert upgrade_ops is not None
             text = render_python_code(upgrade_ops)
             assert (
-                f"op.drop_order_number_sequence('{sequence}', schema='{schema}', "
+                f"op.drop_order_number_sequence('{sequence}', schema={schema!r}, "
                 f"table='{name}', column='number')"
             ) in text, text
             connection.rollback()
@@ -686,11 +690,11 @@ def test_removed_model_in_another_schema(engine: Engine, tmp_path: Path, key_nam
         finally:
             connection.rollback()
             if connection.dialect.name == "sqlite":
-                connection.exec_driver_sql(f"DETACH DATABASE {schema}")
+                connection.exec_driver_sql(f"DETACH DATABASE {quoted}")
             elif connection.dialect.name == "postgresql":
-                connection.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+                connection.exec_driver_sql(f"DROP SCHEMA {quoted} CASCADE")
             else:
-                connection.exec_driver_sql(f"DROP DATABASE IF EXISTS `{schema}`")
+                connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {quoted}")
             connection.commit()
 
 

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 
 import sqla_ids.alembic  # noqa: F401 - registers the operations
 from sqla_ids import UUIDv7, is_uuid7, register_uuid7_function
-from sqla_ids.migration.core.sql import execute_sql, quote_name
+from sqla_ids.dialects.sql import execute_sql, quote_name
 
 
 def _offline(run: str, *args: object, **kwargs: object) -> str:

@@ -20,10 +20,10 @@ from sqlalchemy.engine import Connection, Engine
 
 import sqla_ids.alembic  # noqa: F401 - registers op.add_uuid7_key
 from sqla_ids.alembic.add_key import AddUUID7KeyOp, DropUUID7KeyOp
+from sqla_ids.dialects.sql import execute_sql, quote_name
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import AddKeyOptions, add_uuid7_key, drop_uuid7_key, plan_add_uuid7_key
 from sqla_ids.migration.core.added_key import RECORD_TABLE
-from sqla_ids.migration.core.sql import execute_sql, quote_name
 from sqla_ids.types.uuid7 import UUIDv7
 
 TABLE = 'lo`g "Bö\'r" %s :x'

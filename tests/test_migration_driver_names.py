@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from sqla_ids.dialects.sql import execute_sql, query_sql, quote_name
 from sqla_ids.migration import add_uuid7_key, drop_uuid7_key
-from sqla_ids.migration.core.sql import execute_sql, query_sql, quote_name
 
 
 def test_a_key_added_and_dropped_through_every_driver(mariadb_driver_engine: Engine) -> None:

@@ -14,8 +14,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from sqla_ids.dialects.sql import execute_sql, quote_name
 from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7
-from sqla_ids.migration.core.sql import execute_sql, quote_name
 
 PARENT, CHILD = 'pa"rent ü', "ch'ild"
 

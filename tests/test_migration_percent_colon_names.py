@@ -20,9 +20,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from sqla_ids.dialects.sql import _escaped_colons, execute_sql, query_sql, quoter
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import migrate_pk_to_uuid7, restore_pk_from_uuid7
-from sqla_ids.migration.core.sql import _escaped_colons, execute_sql, query_sql, quoter
 
 PARENT, CHILD, VIEW = "pa%rent %s :p", "ch :ild %(x)s", "v :v %"
 NAMES = {

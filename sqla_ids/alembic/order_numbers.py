@@ -47,9 +47,9 @@ from alembic.util import DispatchPriority, PriorityDispatchResult
 from sqla_ids.alembic.render import import_operations, render_item
 from sqla_ids.dialects import UnsupportedDialectError, for_dialect
 from sqla_ids.dialects.order_number_owner import OrderNumberOwner, OwnedSequence
+from sqla_ids.dialects.sql import quote_name, text_sql
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.backends import backend_for
-from sqla_ids.migration.core.sql import quote_name, text_sql
 from sqla_ids.types.order_number import FormattedOrderNumber
 from sqla_ids.types.order_number_ddl import order_number_check_name
 from sqla_ids.types.order_number_sequence import OrderNumberSequence

@@ -21,7 +21,7 @@ from alembic.operations import MigrateOperation, Operations
 from sqlalchemy.engine import Dialect
 
 from sqla_ids.alembic.render import import_operations
-from sqla_ids.migration.core.sql import quoter, text_sql
+from sqla_ids.dialects.sql import quoter, text_sql
 from sqla_ids.types.server_functions import (
     uuid7_column_trigger_sql,
     uuid7_function_create_sql,

@@ -68,6 +68,10 @@ class Database:
     connection (:meth:`uuid7_function_register`), as on SQLite."""
     range_partitions: ClassVar[bool] = False
     """``PARTITION BY RANGE`` on a UUIDv7 key (:meth:`uuid7_month_partition_sql`)."""
+    backslash_escapes: ClassVar[bool] = False
+    """A backslash escapes the next character in a string literal (MariaDB/MySQL's
+    default): a ``'`` after one does not end the literal
+    (:func:`sqla_ids.dialects.sql.text_sql` reads literals so)."""
     function_in_default: ClassVar[bool] = False
     """A column ``DEFAULT`` may call a function (MariaDB/MySQL forbid stored
     functions there: a ``BEFORE INSERT`` trigger fills the column instead)."""

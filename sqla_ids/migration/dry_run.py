@@ -35,6 +35,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.dialects import for_dialect
+from sqla_ids.dialects.sql import ddl_sql
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration import online
 from sqla_ids.migration.backends import backend_for
@@ -53,7 +54,7 @@ from sqla_ids.migration.core.sizing import (
     Step,
     TableSize,
 )
-from sqla_ids.migration.core.sql import Statement, ddl_sql
+from sqla_ids.migration.core.sql import Statement
 from sqla_ids.migration.plan import make_plan
 from sqla_ids.types.server_functions import uuid7_function_create_sql
 

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import execute_sql, quoter
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.migration.backends.base import MigrationBackend, Proven, Strategy
 from sqla_ids.migration.core import mapping, state
@@ -27,7 +28,7 @@ from sqla_ids.migration.core.options import PkMigrationOptions
 from sqla_ids.migration.core.phases import Reached, Recorded
 from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.core.reflected import drop_table, inspect
-from sqla_ids.migration.core.sql import count, examples, execute_sql, orphans, quoter
+from sqla_ids.migration.core.sql import count, examples, orphans
 from sqla_ids.migration.plan import make_plan, resumed_options
 from sqla_ids.types.server_functions import install_uuid7_function
 

@@ -25,6 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import ddl_sql
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.backends import backend_for
 from sqla_ids.migration.backends.base import MigrationBackend
@@ -52,7 +53,7 @@ from sqla_ids.migration.core.model import (
 from sqla_ids.migration.core.options import PkMigrationOptions, build_options
 from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.core.reflected import Inspector, inspect
-from sqla_ids.migration.core.sql import count_orphans, ddl_sql
+from sqla_ids.migration.core.sql import count_orphans
 
 # Re-exported: the plan's data lives in model.py.
 __all__ = [

@@ -45,6 +45,7 @@ class MySQL(Database):
     names: ClassVar[tuple[str, ...]] = ("mysql",)
     label: ClassVar[str] = "MySQL"
     alter_table_add_check: ClassVar[bool] = True
+    backslash_escapes: ClassVar[bool] = True
     function_in_default: ClassVar[bool] = False
 
     def reflected_name(self, name: str) -> str:

@@ -20,6 +20,7 @@ from sqla_ids.dialects.order_number_owner import (
     owned_sequences,
     with_owner,
 )
+from sqla_ids.dialects.sql import quote_name, text_sql
 from sqla_ids.dialects.storage import Blob16
 
 if TYPE_CHECKING:
@@ -68,9 +69,10 @@ class SQLite(Database):
     """The counter table (one row per order-number sequence)."""
 
     def _order_number_counters(self, connection: Connection, schema: str | None) -> str:
-        preparer = connection.dialect.identifier_preparer
-        table = preparer.quote(self.ORDER_NUMBER_COUNTERS)
-        return f"{preparer.quote_schema(schema)}.{table}" if schema else table
+        # Quoted as the database reads it; the statements go through text_sql, as
+        # an attached schema's name may hold ``:x``, which ``text()`` reads as a parameter.
+        table = quote_name(connection.dialect, self.ORDER_NUMBER_COUNTERS)
+        return f"{quote_name(connection.dialect, schema)}.{table}" if schema else table
 
     def _order_number_counter_columns(
         self, connection: Connection, schema: str | None
@@ -96,26 +98,34 @@ class SQLite(Database):
         """
         table = self._order_number_counters(connection, schema)
         connection.execute(
-            sa.text(
+            text_sql(
+                connection.dialect,
                 f"CREATE TABLE IF NOT EXISTS {table} "
-                "(name TEXT PRIMARY KEY, value INTEGER NOT NULL, owners TEXT)"
+                "(name TEXT PRIMARY KEY, value INTEGER NOT NULL, owners TEXT)",
             )
         )
         connection.execute(
-            sa.text(f"INSERT OR IGNORE INTO {table} (name, value) VALUES (:name, 0)"),
+            text_sql(
+                connection.dialect, f"INSERT OR IGNORE INTO {table} (name, value) VALUES (:name, 0)"
+            ),
             {"name": name},
         )
         if owner is None:
             return
         if "owners" not in self._order_number_counter_columns(connection, schema):
-            connection.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN owners TEXT"))
+            connection.execute(
+                text_sql(connection.dialect, f"ALTER TABLE {table} ADD COLUMN owners TEXT")
+            )
         owners = connection.scalar(
-            sa.text(f"SELECT owners FROM {table} WHERE name = :name"), {"name": name}
+            text_sql(connection.dialect, f"SELECT owners FROM {table} WHERE name = :name"),
+            {"name": name},
         )
         record = with_owner(OWNERS_PREFIX + owners if owners else None, owner)
         if record is not None:
             connection.execute(
-                sa.text(f"UPDATE {table} SET owners = :owners WHERE name = :name"),
+                text_sql(
+                    connection.dialect, f"UPDATE {table} SET owners = :owners WHERE name = :name"
+                ),
                 {"name": name, "owners": record.removeprefix(OWNERS_PREFIX)},
             )
 
@@ -127,7 +137,9 @@ class SQLite(Database):
             return []  # no counter table, or one that records no owners
         table = self._order_number_counters(connection, schema)
         rows = connection.execute(
-            sa.text(f"SELECT name, owners FROM {table} WHERE owners IS NOT NULL")
+            text_sql(
+                connection.dialect, f"SELECT name, owners FROM {table} WHERE owners IS NOT NULL"
+            )
         )
         return owned_sequences({str(name): OWNERS_PREFIX + str(owners) for name, owners in rows})
 
@@ -138,15 +150,20 @@ class SQLite(Database):
         table = self._order_number_counters(connection, schema)
         if not sa.inspect(connection).has_table(self.ORDER_NUMBER_COUNTERS, schema=schema):
             return
-        connection.execute(sa.text(f"DELETE FROM {table} WHERE name = :name"), {"name": name})
-        if not connection.scalar(sa.text(f"SELECT count(*) FROM {table}")):
-            connection.execute(sa.text(f"DROP TABLE {table}"))
+        connection.execute(
+            text_sql(connection.dialect, f"DELETE FROM {table} WHERE name = :name"), {"name": name}
+        )
+        if not connection.scalar(text_sql(connection.dialect, f"SELECT count(*) FROM {table}")):
+            connection.execute(text_sql(connection.dialect, f"DROP TABLE {table}"))
 
     def order_number_next_value(self, connection: Connection, name: str, schema: str | None) -> int:
         """Increment and read the counter ``name`` atomically."""
         table = self._order_number_counters(connection, schema)
         updated = connection.execute(
-            sa.text(f"UPDATE {table} SET value = value + 1 WHERE name = :name"), {"name": name}
+            text_sql(
+                connection.dialect, f"UPDATE {table} SET value = value + 1 WHERE name = :name"
+            ),
+            {"name": name},
         )
         if updated.rowcount != 1:
             raise LookupError(
@@ -154,7 +171,8 @@ class SQLite(Database):
                 "metadata.create_all() / table.create(), which creates the counter"
             )
         value = connection.scalar(
-            sa.text(f"SELECT value FROM {table} WHERE name = :name"), {"name": name}
+            text_sql(connection.dialect, f"SELECT value FROM {table} WHERE name = :name"),
+            {"name": name},
         )
         return int(value)
 

@@ -20,10 +20,10 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import execute_sql, query_sql
 from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.progress import logger
 from sqla_ids.migration.core.reflected import Inspector
-from sqla_ids.migration.core.sql import execute_sql, query_sql
 from sqla_ids.types.server_functions import install_uuid7_function, uuid7_column_default_sql
 
 

@@ -27,12 +27,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import quote_name
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.core.mapping import key_number, key_numbers, new_key, time_point, uuid_type
 from sqla_ids.migration.core.model import ParkedTrigger
 from sqla_ids.migration.core.progress import Progress
 from sqla_ids.migration.core.reflected import create_table, inspect
-from sqla_ids.migration.core.sql import quote_name
 
 #: :attr:`AddKeyPlan.state` of a finished run, and of one under way (or killed).
 DONE, STARTED = "done", "started"

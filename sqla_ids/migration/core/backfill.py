@@ -40,12 +40,12 @@ from uuid import UUID
 
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import query_sql, quoter
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.core import mapping
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.progress import Batches
 from sqla_ids.migration.core.reflected import inspect
-from sqla_ids.migration.core.sql import query_sql, quoter
 
 T = TypeVar("T")
 

@@ -38,13 +38,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.types import UserDefinedType
 
+from sqla_ids.dialects.sql import quote_name, quoter, text_sql
 from sqla_ids.identifiers import UUID192
 from sqla_ids.identifiers.layout import Layout
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.options import PkMigrationOptions
 from sqla_ids.migration.core.progress import Progress
 from sqla_ids.migration.core.reflected import create_table, inspect
-from sqla_ids.migration.core.sql import quote_name, quoter, text_sql
 
 
 class RawType(UserDefinedType[Any]):

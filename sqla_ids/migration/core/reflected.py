@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sqla_ids.dialects.base import UnsupportedDialectError, for_dialect
-from sqla_ids.migration.core.sql import query_sql
+from sqla_ids.dialects.sql import query_sql
 
 
 def current_schema(connection: Connection) -> str | None:

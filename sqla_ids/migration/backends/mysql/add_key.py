@@ -26,6 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import execute_sql, query_sql
 from sqla_ids.migration.backends.add_key import (
     KeyAdder,
     explicit_transaction,
@@ -47,7 +48,7 @@ from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.mapping import uuid_type
 from sqla_ids.migration.core.model import name_suffix
 from sqla_ids.migration.core.reflected import Inspector
-from sqla_ids.migration.core.sql import Statement, execute, execute_sql, query_sql
+from sqla_ids.migration.core.sql import Statement, execute
 from sqla_ids.types.server_functions import (
     install_uuid7_function,
     uuid7_column_default_sql,

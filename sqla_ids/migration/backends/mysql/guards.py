@@ -38,10 +38,11 @@ import re
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import literal_for, quote_name
 from sqla_ids.migration.backends.mysql.reflect import catalog_rows
 from sqla_ids.migration.core.added_key import AddKeyPlan
 from sqla_ids.migration.core.model import ParkedTrigger, PkMigrationPlan
-from sqla_ids.migration.core.sql import Statement, literal_for, quote_name
+from sqla_ids.migration.core.sql import Statement
 
 #: The user variable the migration's sessions set, and the guards read.
 VARIABLE = "@sqla_ids_migration"

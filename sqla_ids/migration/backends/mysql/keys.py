@@ -22,9 +22,9 @@ from collections.abc import Iterable
 
 from sqlalchemy.engine import Dialect
 
+from sqla_ids.dialects.sql import quoter
 from sqla_ids.migration.core import analysis, mapping
 from sqla_ids.migration.core.model import PkMigrationPlan
-from sqla_ids.migration.core.sql import quoter
 
 
 def hash_hex_sql(text: str) -> str:

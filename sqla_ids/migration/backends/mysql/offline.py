@@ -36,6 +36,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import execute_sql, quoter
 from sqla_ids.errors import MigrationVerificationError
 from sqla_ids.migration.backends.base import Proven, Strategy
 from sqla_ids.migration.backends.mysql.keys import key_sql, stored_key_sql
@@ -61,7 +62,7 @@ from sqla_ids.migration.core.model import (
 )
 from sqla_ids.migration.core.phases import Reached, Recorded
 from sqla_ids.migration.core.reflected import inspect
-from sqla_ids.migration.core.sql import examples, execute_sql, literal, quoter, view_error
+from sqla_ids.migration.core.sql import examples, literal, view_error
 
 
 class Step(NamedTuple):

@@ -86,6 +86,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
 from sqla_ids.dialects import for_dialect
+from sqla_ids.dialects.sql import ddl_sql, literal_for, query_sql, quote_name, quoter, text_sql
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.backends.base import Backfill, Ddl, Mode, OnlineStrategy, Probe, Task
 from sqla_ids.migration.backends.mysql import guards, keys, reflect, versions
@@ -118,15 +119,7 @@ from sqla_ids.migration.core.names import (
     references,
 )
 from sqla_ids.migration.core.progress import logger
-from sqla_ids.migration.core.sql import (
-    Statement,
-    ddl_sql,
-    literal_for,
-    query_sql,
-    quote_name,
-    quoter,
-    text_sql,
-)
+from sqla_ids.migration.core.sql import Statement
 from sqla_ids.types.server_functions import uuid7_function_create_sql
 
 # MariaDB error numbers retried as lock waits: ER_LOCK_WAIT_TIMEOUT (row and

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import query_sql
 from sqla_ids.migration.backends.mysql import offline, online
 from sqla_ids.migration.core.estimate import CostModel, LockKind, LogModel, calibrated_on
 from sqla_ids.migration.core.model import PkMigrationPlan
@@ -30,7 +31,6 @@ from sqla_ids.migration.core.sizing import (
     count_rows,
     free_disk_here,
 )
-from sqla_ids.migration.core.sql import query_sql
 
 _SETTINGS = (
     "LOG_BIN",

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import query_sql, quote_name
 from sqla_ids.migration.core.model import Work
-from sqla_ids.migration.core.sql import query_sql, quote_name
 from sqla_ids.migration.core.versions import VERSIONS, prefix_of, version_database
 
 #: What every key migration does to each affected table: reads and updates

@@ -17,6 +17,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
+# (re-exported: the planner asks for privileges with the rest of the catalog)
+from sqla_ids.dialects.sql import query_sql, quote_name, text_sql
 from sqla_ids.migration.backends.mysql.privileges import (
     missing_privileges as missing_privileges,
 )
@@ -37,9 +39,6 @@ from sqla_ids.migration.core.model import (
 )
 from sqla_ids.migration.core.names import is_object_name
 from sqla_ids.migration.core.reflected import Inspector
-
-# (re-exported: the planner asks for privileges with the rest of the catalog)
-from sqla_ids.migration.core.sql import query_sql, quote_name, text_sql
 
 IDENTIFIER_QUOTE = "`"
 #: Longest table/column/index name MariaDB and MySQL accept (characters).

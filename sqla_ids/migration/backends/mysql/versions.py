@@ -50,12 +50,13 @@ from typing import Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
+from sqla_ids.dialects.sql import execute_sql, literal_for, query_sql, quote_name
 from sqla_ids.migration.backends.mysql.privileges import session_grantee
 from sqla_ids.migration.core import state
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.names import child_old, references
 from sqla_ids.migration.core.progress import logger
-from sqla_ids.migration.core.sql import Statement, execute_sql, literal_for, query_sql, quote_name
+from sqla_ids.migration.core.sql import Statement
 from sqla_ids.migration.core.versions import (
     MAX_DATABASE_NAME,
     VERSIONS,

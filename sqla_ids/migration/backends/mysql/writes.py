@@ -15,10 +15,10 @@ from contextlib import contextmanager, suppress
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import query_sql
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.backends.mysql.offline import park, unpark
 from sqla_ids.migration.backends.mysql.reflect import update_triggers
-from sqla_ids.migration.core.sql import query_sql
 
 
 def _current(connection: Connection) -> str:

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import UserDefinedType
 
+from sqla_ids.dialects.sql import execute_sql, query_sql
 from sqla_ids.migration.backends.add_key import (
     KeyAdder,
     autocommit,
@@ -39,7 +40,7 @@ from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.mapping import RawType
 from sqla_ids.migration.core.model import name_suffix
 from sqla_ids.migration.core.progress import logger
-from sqla_ids.migration.core.sql import execute_sql, literal, query_sql
+from sqla_ids.migration.core.sql import literal
 from sqla_ids.types.server_functions import install_uuid7_function, uuid7_column_default_sql
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Connection, Dialect
 
+from sqla_ids.dialects.sql import quote_name
 from sqla_ids.migration.core import mapping
 from sqla_ids.migration.core.model import PkMigrationPlan
-from sqla_ids.migration.core.sql import quote_name
 
 
 def time_number_sql(connection: Connection, plan: PkMigrationPlan) -> str:

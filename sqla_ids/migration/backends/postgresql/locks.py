@@ -12,7 +12,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
-from sqla_ids.migration.core.sql import Statement, literal_for, quote_name
+from sqla_ids.dialects.sql import literal_for, quote_name
+from sqla_ids.migration.core.sql import Statement
 
 # The trigger functions' bodies are dollar-quoted with this tag; names inside
 # are quoted identifiers, so a name containing "$" cannot end the body early

@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import execute_sql, query_sql, quoter
 from sqla_ids.errors import MigrationVerificationError
 from sqla_ids.migration.backends.base import Proven, Strategy
 from sqla_ids.migration.backends.postgresql.keys import (
@@ -63,7 +64,7 @@ from sqla_ids.migration.core.model import (
 )
 from sqla_ids.migration.core.phases import Recorded
 from sqla_ids.migration.core.progress import Progress
-from sqla_ids.migration.core.sql import execute_sql, literal, query_sql, quoter, view_error
+from sqla_ids.migration.core.sql import literal, view_error
 
 
 class _Op(NamedTuple):

@@ -53,6 +53,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
 from sqla_ids.dialects import for_dialect
+from sqla_ids.dialects.sql import ddl_sql, literal_for, query_sql, quote_name, quoter, text_sql
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.backends.base import (
     Backfill,
@@ -103,16 +104,7 @@ from sqla_ids.migration.core.names import (
     references,
 )
 from sqla_ids.migration.core.reflected import inspect
-from sqla_ids.migration.core.sql import (
-    Statement,
-    ddl_sql,
-    execute,
-    literal_for,
-    query_sql,
-    quote_name,
-    quoter,
-    text_sql,
-)
+from sqla_ids.migration.core.sql import Statement, execute
 from sqla_ids.types.server_functions import uuid7_function_create_sql
 
 # Where a connection's own search_path is kept while it works in the caller's.

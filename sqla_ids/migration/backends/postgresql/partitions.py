@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.migration.core.sql import Statement, quote_name, quoter
+from sqla_ids.dialects.sql import quote_name, quoter
+from sqla_ids.migration.core.sql import Statement
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import query_sql, quote_name
 from sqla_ids.migration.backends.postgresql import offline, online
 from sqla_ids.migration.core.estimate import CostModel, LockKind, LogModel, calibrated_on
 from sqla_ids.migration.core.model import PkMigrationPlan
@@ -29,7 +30,6 @@ from sqla_ids.migration.core.sizing import (
     free_disk_here,
     setting_bytes,
 )
-from sqla_ids.migration.core.sql import query_sql, quote_name
 
 _SETTINGS = (
     "wal_level",

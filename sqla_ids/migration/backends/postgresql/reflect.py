@@ -14,6 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+# (re-exported: the planner asks for privileges with the rest of the catalog)
+from sqla_ids.dialects.sql import query_sql, quote_name, quoter, text_sql
 from sqla_ids.migration.backends.postgresql.privileges import (
     missing_privileges as missing_privileges,
 )
@@ -33,9 +35,7 @@ from sqla_ids.migration.core.model import (
     refuse,
 )
 from sqla_ids.migration.core.reflected import Inspector
-
-# (re-exported: the planner asks for privileges with the rest of the catalog)
-from sqla_ids.migration.core.sql import literal, query_sql, quote_name, quoter, text_sql
+from sqla_ids.migration.core.sql import literal
 
 IDENTIFIER_QUOTE = '"'
 #: PostgreSQL silently truncates longer identifiers (NAMEDATALEN - 1 bytes).

@@ -33,12 +33,13 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
+from sqla_ids.dialects.sql import literal_for, quote_name, text_sql
 from sqla_ids.migration.backends.base import Ddl, Mode
 from sqla_ids.migration.backends.postgresql import partitions
 from sqla_ids.migration.backends.postgresql.locks import lock_tree
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.names import child_old, object_name, references
-from sqla_ids.migration.core.sql import Statement, literal_for, quote_name, text_sql
+from sqla_ids.migration.core.sql import Statement
 from sqla_ids.migration.core.versions import Version, plan_schemas
 
 

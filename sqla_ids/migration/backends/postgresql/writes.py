@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sqla_ids.migration.core.sql import execute_sql, quote_name
+from sqla_ids.dialects.sql import execute_sql, quote_name
 
 _TRIGGER_MODE = {"O": "", "A": "ALWAYS ", "R": "REPLICA "}
 """``pg_trigger.tgenabled`` -> the ``ENABLE ... TRIGGER`` that sets it again."""

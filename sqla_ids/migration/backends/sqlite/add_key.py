@@ -25,6 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import query_sql
 from sqla_ids.errors import MigrationVerificationError
 from sqla_ids.migration.backends.add_key import KeyAdder
 from sqla_ids.migration.backends.sqlite import writes
@@ -32,7 +33,6 @@ from sqla_ids.migration.backends.sqlite.create_sql import CreateTable, Token, un
 from sqla_ids.migration.backends.sqlite.offline import _OLD_PREFIX, check_foreign_keys_off
 from sqla_ids.migration.core.added_key import AddKeyPlan, UniqueKey, quoted
 from sqla_ids.migration.core.reflected import Inspector
-from sqla_ids.migration.core.sql import query_sql
 
 #: The names SQLite gives the row id; a column may take one of them.
 _ROWID_NAMES = ("rowid", "_rowid_", "oid")

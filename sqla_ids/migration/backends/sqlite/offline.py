@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from sqla_ids.dialects.sql import query_sql, quoter
 from sqla_ids.errors import MigrationRefusedError, MigrationVerificationError
 from sqla_ids.migration.backends.base import Proven, Strategy
 from sqla_ids.migration.backends.sqlite import create_sql, writes
@@ -30,7 +31,7 @@ from sqla_ids.migration.core.mapping import new_type_sql
 from sqla_ids.migration.core.model import PkMigrationPlan
 from sqla_ids.migration.core.phases import Recorded
 from sqla_ids.migration.core.progress import Progress
-from sqla_ids.migration.core.sql import drop_views, query_sql, quoter, recreate_views
+from sqla_ids.migration.core.sql import drop_views, recreate_views
 
 _OLD_PREFIX = "_sqla_ids_old_"
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import query_sql
 from sqla_ids.migration.backends.sqlite import offline
 from sqla_ids.migration.core.estimate import CostModel, LockKind, LogModel, calibrated_on
 from sqla_ids.migration.core.model import PkMigrationPlan
@@ -28,7 +29,6 @@ from sqla_ids.migration.core.sizing import (
     TableSize,
     count_rows,
 )
-from sqla_ids.migration.core.sql import query_sql
 
 _SOURCE = calibrated_on("SQLite 3.40")
 

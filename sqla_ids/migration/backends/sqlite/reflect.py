@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import query_sql, quote_name, quoter
 from sqla_ids.errors import MigrationRefusedError
 from sqla_ids.migration.core import analysis
 from sqla_ids.migration.core import reflected as _reflected
@@ -25,7 +26,6 @@ from sqla_ids.migration.core.model import (
     refuse,
 )
 from sqla_ids.migration.core.reflected import Inspector
-from sqla_ids.migration.core.sql import query_sql, quote_name, quoter
 
 IDENTIFIER_QUOTE = '"'
 

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 
 from sqlalchemy.engine import Connection
 
+from sqla_ids.dialects.sql import query_sql, quote_name
 from sqla_ids.errors import MigrationRefusedError
-from sqla_ids.migration.core.sql import query_sql, quote_name
 
 
 @contextmanager
