@@ -35,6 +35,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from sqla_ids.dialects.sql import execute_sql, quote_name
+
 DEFAULT_POSTGRESQL_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_MARIADB_URL = "mysql+pymysql://root@127.0.0.1:3306/test"
 
@@ -78,39 +80,46 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @contextmanager
-def _postgresql_scratch(base: URL) -> Iterator[URL]:
-    """A new schema first in ``search_path``; dropped with everything in it afterwards."""
-    schema = _scratch_name()
+def _postgresql_scratch(base: URL, name: str = "") -> Iterator[URL]:
+    """A new schema first in ``search_path``; dropped with everything in it afterwards.
+
+    ``name``: how its name starts (any characters: names are data), else ``sqla_ids_t_``."""
+    schema = f"{name} {secrets.token_hex(4)}" if name else _scratch_name()
     admin = _admin(base)
+    quoted = quote_name(admin.dialect, schema)
     try:
         with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+            execute_sql(conn, f"CREATE SCHEMA {quoted}")
     except sa.exc.OperationalError as error:
         _unavailable("PostgreSQL", base, error)
     query = dict(base.query)
-    query["options"] = f"-csearch_path={schema},public"
+    # libpq's options: a backslash escapes a space or a backslash (then the
+    # server reads search_path's quoted name).
+    path = quoted.replace("\\", "\\\\").replace(" ", "\\ ")
+    query["options"] = f"-csearch_path={path},public"
     try:
         yield base.set(query=query)
     finally:
         with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+            execute_sql(conn, f"DROP SCHEMA {quoted} CASCADE")
 
 
 @contextmanager
-def _mariadb_scratch(base: URL) -> Iterator[URL]:
-    """A new database; dropped afterwards."""
-    database = _scratch_name()
+def _mariadb_scratch(base: URL, name: str = "") -> Iterator[URL]:
+    """A new database; dropped afterwards. ``name`` as for :func:`_postgresql_scratch`."""
+    database = f"{name} {secrets.token_hex(4)}" if name else _scratch_name()
     admin = _admin(base)
+    quoted = quote_name(admin.dialect, database)
     try:
         with admin.connect() as conn:
-            conn.exec_driver_sql(f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4")
+            execute_sql(conn, f"CREATE DATABASE {quoted} CHARACTER SET utf8mb4")
     except sa.exc.OperationalError as error:
         _unavailable("MariaDB", base, error)
     try:
         yield base.set(database=database)
     finally:
         with admin.connect() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{database}`")
+            execute_sql(conn, f"DROP DATABASE IF EXISTS {quoted}")
 
 
 def _base_url(dialect: str) -> URL:

@@ -14,10 +14,13 @@ quotes (``text_sql``).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterator
 
 import dbsnapshot
 import pytest
+import requirements as requires
 import sqlalchemy as sa
+from conftest import _base_url, _engine, _mariadb_scratch, _postgresql_scratch
 from sqlalchemy.engine import Engine
 
 from sqla_ids.dialects.sql import _escaped_colons, execute_sql, query_sql, quoter
@@ -94,7 +97,11 @@ def _view(conn: sa.Connection) -> list[tuple[str, ...]]:
 
 
 def test_a_name_with_percent_and_colon_migrated_offline_and_back(private_engine: Engine) -> None:
-    engine = private_engine
+    _offline_and_back(private_engine)
+
+
+def _offline_and_back(engine: Engine) -> None:
+    """Migrated offline, then restored: the schema and rows come back exactly."""
     _create(engine)
     with engine.connect() as conn:
         before = dbsnapshot.schema(conn), dbsnapshot.rows(conn)
@@ -127,7 +134,39 @@ def test_a_name_with_percent_and_colon_migrated_offline_and_back(private_engine:
 def test_a_name_with_percent_and_colon_migrated_online_and_back(
     online_private_engine: Engine, phase: str, versions: bool
 ) -> None:
-    engine = online_private_engine
+    _online_and_back(online_private_engine, phase, versions)
+
+
+@pytest.fixture(params=requires.online.databases())
+def hostile_schema_engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
+    """An engine whose current schema (MariaDB: database) is named with them too."""
+    dialect: str = request.param
+    request.getfixturevalue(f"{dialect}_url")  # skips/fails like every test of that dialect
+    scratch = _postgresql_scratch if dialect == "postgresql" else _mariadb_scratch
+    with scratch(_base_url(dialect), "sqla_ids_t sch'\"`%s :x %(y)s ü") as url:
+        yield from _engine(url)
+
+
+# quick cover: offline, and online with the undo after the swap; the contract with
+# versions runs in CI
+@pytest.mark.parametrize(
+    "phase, versions",
+    [("offline", False), ("swap", False), pytest.param("all", True, marks=pytest.mark.slow)],
+)
+def test_the_current_schema_named_with_them_too(
+    hostile_schema_engine: Engine, phase: str, versions: bool
+) -> None:
+    """The migration creates its function, mapping and state table in the current
+    schema (MariaDB: database), whose name holds them as well."""
+    if phase == "offline":
+        _offline_and_back(hostile_schema_engine)
+    else:
+        _online_and_back(hostile_schema_engine, phase, versions)
+
+
+def _online_and_back(engine: Engine, phase: str, versions: bool) -> None:
+    """Migrated online up to ``phase`` (with versions or not), then undone: the
+    schema and rows come back exactly."""
     prefix = f"v_{secrets.token_hex(3)} %s :v"  # (its schemas' names hold them too)
     _create(engine)
     with engine.connect() as conn:

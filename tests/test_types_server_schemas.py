@@ -266,6 +266,13 @@ def test_offline_sql_names_the_schema() -> None:
     assert "SEQUENCE IF NOT EXISTS `S s`.sqla_ids_uuid7_serial_seq" in serial
     assert "FUNCTION IF NOT EXISTS `S s`.sqla_ids_uuid7_serial()" in serial
     assert "NEXTVAL(`S s`.sqla_ids_uuid7_serial_seq)" in serial
+    # As the database reads them: run as written, put in migration files or --sql
+    # output, so a % is not doubled for psycopg's or PyMySQL's placeholders.
+    assert uuid7_function_drop_sql("mariadb", schema="S%s :x") == [
+        "DROP FUNCTION IF EXISTS `S%s :x`.sqla_ids_uuid7"
+    ]
+    (drop,) = uuid7_function_drop_sql("postgresql", schema="S%s :x")
+    assert "'\"S%s :x\"'" in drop and "%%" not in drop
 
 
 def test_sqlite_remove_is_a_no_op() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from datetime import UTC, date, datetime
 
@@ -11,6 +12,7 @@ from sqlalchemy.engine import Engine
 
 from sqla_ids import UUID192Type, UUIDv7
 from sqla_ids.dialects import UnsupportedDialectError
+from sqla_ids.dialects.sql import execute_sql, quoter
 from sqla_ids.identifiers import UUID192, partition_bucket, uuid7_from_timestamp
 from sqla_ids.types import (
     create_month_partitions,
@@ -81,41 +83,65 @@ def test_partition_key_rejects_bad_width() -> None:
         uuid7_partition_key(sa.column("id"), 48)
 
 
-def test_month_partitions_on_postgresql(postgresql_engine: Engine) -> None:
+@pytest.mark.parametrize(
+    "table, schema",
+    [("t_events", None), ("t ev'\"%s :x ü", "sqla_ids_t sch%(y)s :s ü")],
+    ids=["plain", "hostile"],
+)
+def test_month_partitions_on_postgresql(
+    postgresql_engine: Engine, table: str, schema: str | None
+) -> None:
+    # Names are data: a % (a placeholder to psycopg) and :x (a parameter to text()).
+    q = quoter(postgresql_engine.dialect)
+    if schema is not None:
+        schema = f"{schema} {secrets.token_hex(3)}"  # the run's own
+    target = q(table) if schema is None else f"{q(schema)}.{q(table)}"
     with postgresql_engine.begin() as conn:
-        conn.exec_driver_sql(
-            "CREATE TABLE t_events (id uuid PRIMARY KEY, n int) PARTITION BY RANGE (id)"
+        if schema is not None:
+            execute_sql(conn, f"CREATE SCHEMA {q(schema)}")
+        execute_sql(
+            conn, f"CREATE TABLE {target} (id uuid PRIMARY KEY, n int) PARTITION BY RANGE (id)"
         )
         try:
-            statements = create_month_partitions(conn, "t_events", date(2025, 11, 1), 3)
+            statements = create_month_partitions(conn, table, date(2025, 11, 1), 3, schema=schema)
             assert len(statements) == 3
-            create_month_partitions(conn, "t_events", date(2025, 11, 1), 3)  # idempotent
+            create_month_partitions(conn, table, date(2025, 11, 1), 3, schema=schema)  # idempotent
             times = [
                 datetime(2025, 11, 1, tzinfo=UTC),
                 datetime(2025, 11, 30, 23, 59, 59, 999000, tzinfo=UTC),
                 datetime(2025, 12, 1, tzinfo=UTC),
                 datetime(2026, 1, 31, 12, tzinfo=UTC),
             ]
+            rows = sa.table(
+                table,
+                sa.column("id", sa.Uuid()),
+                sa.column("n"),
+                sa.column("tableoid"),
+                schema=schema,
+            )
             conn.execute(
-                sa.text("INSERT INTO t_events (id, n) VALUES (:id, :n)"),
+                rows.insert(),
                 [{"id": uuid7_from_timestamp(t), "n": n} for n, t in enumerate(times)],
             )
-            placed = conn.exec_driver_sql(
-                "SELECT n, tableoid::regclass::text FROM t_events ORDER BY n"
+            pg_class = sa.table("pg_class", sa.column("oid"), sa.column("relname"))
+            placed = conn.execute(
+                sa.select(rows.c.n, pg_class.c.relname)
+                .join_from(rows, pg_class, pg_class.c.oid == rows.c.tableoid)
+                .order_by(rows.c.n)
             ).all()
             assert [p for _, p in placed] == [
-                "t_events_p2025_11",
-                "t_events_p2025_11",
-                "t_events_p2025_12",
-                "t_events_p2026_01",
+                f"{table}_p2025_11",
+                f"{table}_p2025_11",
+                f"{table}_p2025_12",
+                f"{table}_p2026_01",
             ]
             outside = uuid7_from_timestamp(datetime(2026, 2, 1, tzinfo=UTC))
             with pytest.raises(sa.exc.DBAPIError, match="no partition"), conn.begin_nested():
-                conn.execute(
-                    sa.text("INSERT INTO t_events (id, n) VALUES (:id, 9)"), {"id": outside}
-                )
+                conn.execute(rows.insert(), {"id": outside, "n": 9})
         finally:
-            conn.exec_driver_sql("DROP TABLE t_events")
+            execute_sql(conn, f"DROP TABLE {target}")
+            if schema is not None:
+                execute_sql(conn, f"DROP SCHEMA {q(schema)}")
 
 
 def test_month_partitions_need_postgresql(sqlite_engine: Engine) -> None:

@@ -19,6 +19,7 @@ from sqlalchemy.sql.selectable import FromClause
 from sqlalchemy.sql.visitors import InternalTraversal
 
 from sqla_ids.dialects import for_dialect
+from sqla_ids.dialects.sql import execute_sql
 from sqla_ids.identifiers import month_partitions
 from sqla_ids.identifiers.partition import DEFAULT_BUCKET_BITS
 
@@ -89,5 +90,7 @@ def create_month_partitions(
         database.unsupported("UUIDv7 range partitions", "a PostgreSQL feature")
     statements = month_partition_ddl(table, first, months, schema=schema)
     for statement in statements:
-        connection.exec_driver_sql(statement)
+        # As written: the names are quoted as the database reads them, and a
+        # driver given parameters (none here) would read a % in them.
+        execute_sql(connection, statement)
     return statements

@@ -31,6 +31,7 @@ generator. The SQL of each database lives in its class under
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -38,6 +39,7 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.ext.compiler import compiles
 
 from sqla_ids.dialects import UnsupportedDialectError, for_dialect
+from sqla_ids.dialects.sql import execute_sql, quoter
 
 if TYPE_CHECKING:
     # Imported only to type: sqlalchemy.ext.asyncio needs greenlet, which a
@@ -59,11 +61,14 @@ def _function(serial: bool) -> str:
     return UUID7_SERIAL_FUNCTION if serial else UUID7_FUNCTION
 
 
-def _preparer(dialect: Dialect | str) -> Any:
-    """The identifier preparer of ``dialect``, or of a dialect name's default driver."""
+def _quoter(dialect: Dialect | str) -> Callable[[str], str]:
+    """Quotes names for ``dialect`` (or a dialect name's default driver) as the
+    database reads them (:func:`~sqla_ids.dialects.sql.quote_name`: not doubled
+    for a driver's placeholders): the statements below are run as written, put
+    in migration files or in ``--sql`` output."""
     if isinstance(dialect, str):
         dialect = sa.engine.URL.create(dialect).get_dialect()()
-    return dialect.identifier_preparer
+    return quoter(dialect)
 
 
 def uuid7_function_create_sql(
@@ -76,13 +81,13 @@ def uuid7_function_create_sql(
     unqualified names are created in when the statements run.
     """
     database = for_dialect(dialect)
-    preparer = _preparer(dialect)
-    quoted = None if schema is None else preparer.quote_schema(schema)
+    q = _quoter(dialect)
+    quoted = None if schema is None else q(schema)
     if serial:
         return database.uuid7_serial_function_create_sql(
-            preparer.quote(UUID7_SERIAL_FUNCTION), preparer.quote(UUID7_SERIAL_SEQUENCE), quoted
+            q(UUID7_SERIAL_FUNCTION), q(UUID7_SERIAL_SEQUENCE), quoted
         )
-    return database.uuid7_function_create_sql(preparer.quote(UUID7_FUNCTION), quoted)
+    return database.uuid7_function_create_sql(q(UUID7_FUNCTION), quoted)
 
 
 def uuid7_function_drop_sql(
@@ -96,13 +101,13 @@ def uuid7_function_drop_sql(
     drop it unconditionally (:func:`remove_uuid7_function` checks first).
     """
     database = for_dialect(dialect)
-    preparer = _preparer(dialect)
-    quoted = None if schema is None else preparer.quote_schema(schema)
+    q = _quoter(dialect)
+    quoted = None if schema is None else q(schema)
     if serial:
         return database.uuid7_serial_function_drop_sql(
-            preparer.quote(UUID7_SERIAL_FUNCTION), preparer.quote(UUID7_SERIAL_SEQUENCE), quoted
+            q(UUID7_SERIAL_FUNCTION), q(UUID7_SERIAL_SEQUENCE), quoted
         )
-    return database.uuid7_function_drop_sql(preparer.quote(UUID7_FUNCTION), quoted)
+    return database.uuid7_function_drop_sql(q(UUID7_FUNCTION), quoted)
 
 
 def uuid7_column_default_sql(dialect: Dialect | str, serial: bool = False) -> str:
@@ -157,10 +162,10 @@ def install_uuid7_function(
     if schema is None:
         schema = database.uuid7_function_schema(connection)
     for statement in uuid7_function_create_sql(dialect, schema=schema):
-        connection.exec_driver_sql(statement)
+        execute_sql(connection, statement)
     if serial:
         for statement in uuid7_function_create_sql(dialect, serial=True, schema=schema):
-            connection.exec_driver_sql(statement)
+            execute_sql(connection, statement)
     if database.client_functions:
         for name in (UUID7_FUNCTION, UUID7_SERIAL_FUNCTION):
             database.uuid7_function_register(connection.connection.dbapi_connection, name)
@@ -197,7 +202,7 @@ def remove_uuid7_function(connection: Connection, schema: str | None = None) -> 
             kept.extend(users)
             continue
         for statement in uuid7_function_drop_sql(dialect, serial=serial, schema=schema):
-            connection.exec_driver_sql(statement)
+            execute_sql(connection, statement)
     return kept
 
 
@@ -277,17 +282,15 @@ class UUIDv7ServerDefault(sa.DefaultClause):
 
 def _listen_after_create(column: sa.Column[Any], table: sa.Table) -> None:
     def after_create(target: sa.Table, connection: Connection, **kw: Any) -> None:
-        preparer = connection.dialect.identifier_preparer
+        q = quoter(connection.dialect)
         serial = isinstance(column.server_default, UUIDv7ServerDefault) and (
             column.server_default.serial
         )
+        name = q(target.name) if target.schema is None else f"{q(target.schema)}.{q(target.name)}"
         for statement in uuid7_column_trigger_sql(
-            connection.dialect,
-            preparer.format_table(target),
-            preparer.quote(column.name),
-            serial=serial,
+            connection.dialect, name, q(column.name), serial=serial
         ):
-            connection.exec_driver_sql(statement)
+            execute_sql(connection, statement)
 
     sa.event.listen(table, "after_create", after_create)
 
