@@ -1,6 +1,7 @@
 """Names holding ``%`` and ``:`` through the key migration, offline and online,
 and its undo: tables, columns, a foreign key, an index, a view, a trigger and
-comments whose names (and literals) hold ``%``, ``%s``, ``%(x)s`` and `` :x``.
+comments whose names (and literals) hold ``%``, ``%s``, ``%(x)s``, `` :x`` and
+``?`` (SQLite's placeholder).
 
 Both were refused before: ``%`` is a placeholder to psycopg and PyMySQL (the
 engine's statements with parameters met doubled names, those without met names
@@ -34,7 +35,7 @@ NAMES = {
     "v": VIEW,
     "name": "na:me %",
     "ref": "par :ent %",
-    "note": "no :te %d",
+    "note": "no :te %d ?",
     "fk": "fk :a %(y)s",
     "ix": "ix %(y)s :b",
     "tr": "tr :u %s",
