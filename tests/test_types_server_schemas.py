@@ -13,6 +13,7 @@ import secrets
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -22,12 +23,17 @@ from conftest import _base_url, _engine, _mariadb_scratch, _postgresql_scratch
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
 
 from sqla_ids import (
+    FormattedOrderNumber,
+    OrderNumberCodec,
     UUIDv7,
     UUIDv7ServerDefault,
     install_uuid7_function,
     is_uuid7,
+    register_uuid7_function,
     uuid7_function_ddl,
 )
+from sqla_ids.dialects import for_dialect
+from sqla_ids.order_numbers import default_keyring, register_key
 from sqla_ids.types import remove_uuid7_function
 from sqla_ids.types.server_functions import (
     uuid7_column_default_sql,
@@ -307,3 +313,93 @@ def test_demo_start_fresh_drops_only_in_its_own_schema(
         assert inspector.get_table_names(schema=second) == ["demo_customers"]
         assert inspector.get_sequence_names(schema=first) == []
         assert inspector.get_sequence_names(schema=second) == [SEQUENCE]
+
+
+@pytest.mark.parametrize("how", ["schema_translate_map", "MetaData(schema=)"])
+def test_tables_of_another_schema_get_their_keys_and_numbers(
+    two_schemas: tuple[Engine, str, str], how: str
+) -> None:
+    """One schema (MariaDB: database) per tenant, named by SQLAlchemy's
+    ``schema_translate_map`` or by the tables: the server-made keys and the order
+    numbers work there, the number sequence is the tenant's own (numbering from 1),
+    and on MariaDB the function is where its trigger looks for it, the table's own
+    database (it was in the current one: every insert failed, and under a
+    translate map ``create_all`` did, creating the trigger on a table not there)."""
+    engine, first, second = two_schemas
+    register_key("tenant_numbers", "2DE79D232DF5585D68CE47882AE256D6", "CBD09280979564")
+    translated = how == "schema_translate_map"
+    metadata = sa.MetaData(schema=None if translated else second)
+    orders = sa.Table(
+        "t_tenant_orders",
+        metadata,
+        sa.Column("id", UUIDv7(), primary_key=True, server_default=UUIDv7ServerDefault()),
+        sa.Column("number", FormattedOrderNumber(key="tenant_numbers", sequence="t_tenant_seq")),
+        sa.Column("n", sa.Integer),
+    )
+    uuid7_function_ddl(metadata)
+    tenant = engine.execution_options(schema_translate_map={None: second}) if translated else engine
+    try:
+        metadata.create_all(tenant)
+        database = for_dialect(tenant.dialect)  # (connected: MariaDB, not MySQL)
+        with tenant.begin() as conn:
+            conn.execute(orders.insert(), [{"n": 1}, {"n": 2}])
+            rows = conn.execute(sa.select(orders.c.id, orders.c.number).order_by(orders.c.n)).all()
+        codec = OrderNumberCodec("tenant_numbers")
+        assert all(is_uuid7(key) for key, _ in rows)
+        assert [codec.decode(number) for _, number in rows] == [1, 2]
+        with engine.connect() as conn:
+            assert sa.inspect(conn).get_table_names(schema=second) == ["t_tenant_orders"]
+            assert sa.inspect(conn).get_table_names(schema=first) == []
+            owned = [tuple(s) for s in database.order_number_sequences(conn, second)]
+            assert owned == [("t_tenant_seq", "t_tenant_orders", "number")]
+            assert database.order_number_sequences(conn, first) == []
+            if engine.dialect.name != "postgresql":  # (PostgreSQL: the current schema's)
+                assert _exists(conn, second) and not _exists(conn, first)
+        metadata.drop_all(tenant)
+        with engine.connect() as conn:
+            assert database.order_number_sequences(conn, second) == []
+            assert not _exists(conn, second)
+    finally:
+        default_keyring.forget("tenant_numbers")
+        metadata.drop_all(tenant)
+
+
+def test_sqlite_tenant_databases_number_on_their_own(tmp_path: Path) -> None:
+    """SQLite: one attached database per tenant under ``schema_translate_map``; each
+    keeps its own order-number counter (it was the main database's, shared)."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'main.sqlite3'}")
+
+    @sa.event.listens_for(engine, "connect")
+    def attach(dbapi_connection: Any, record: Any) -> None:
+        for tenant in ("a", "b"):
+            dbapi_connection.execute(f"ATTACH DATABASE '{tmp_path / tenant}.sqlite3' AS t_{tenant}")
+
+    register_uuid7_function(engine)
+    register_key("tenant_numbers", "2DE79D232DF5585D68CE47882AE256D6", "CBD09280979564")
+    metadata = sa.MetaData()
+    orders = sa.Table(
+        "t_tenant_orders",
+        metadata,
+        sa.Column("id", UUIDv7(), primary_key=True, server_default=UUIDv7ServerDefault()),
+        sa.Column("number", FormattedOrderNumber(key="tenant_numbers", sequence="t_tenant_seq")),
+    )
+    codec = OrderNumberCodec("tenant_numbers")
+    try:
+        for tenant, count in (("t_a", 3), ("t_b", 2)):
+            tenant_engine = engine.execution_options(schema_translate_map={None: tenant})
+            metadata.create_all(tenant_engine)
+            with tenant_engine.begin() as conn:
+                conn.execute(orders.insert(), [{}] * count)
+                numbers = conn.execute(sa.select(orders.c.number)).scalars().all()
+            assert sorted(map(codec.decode, numbers)) == list(range(1, count + 1))
+        with engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            assert inspector.get_table_names() == []  # nothing in the main database
+            for tenant in ("t_a", "t_b"):
+                assert set(inspector.get_table_names(schema=tenant)) == {
+                    "t_tenant_orders",
+                    "sqla_ids_counters",
+                }
+    finally:
+        default_keyring.forget("tenant_numbers")
+        engine.dispose()

@@ -75,6 +75,12 @@ class Database:
     function_in_default: ClassVar[bool] = False
     """A column ``DEFAULT`` may call a function (MariaDB/MySQL forbid stored
     functions there: a ``BEFORE INSERT`` trigger fills the column instead)."""
+    function_in_table_schema: ClassVar[bool] = False
+    """The function must be in each table's own schema (database): the trigger
+    calling it resolves the unqualified name there each time it runs
+    (MariaDB/MySQL). PostgreSQL resolves a ``DEFAULT``'s call through
+    ``search_path`` once, when the table is created, so one function in the
+    current schema serves tables in every schema."""
     uuid7_serial_requires: ClassVar[str] = "database sequences: PostgreSQL or MariaDB 10.3+"
     """What ``sqla_ids_uuid7_serial()`` needs that a database without it lacks
     (in the error :func:`~sqla_ids.types.install_uuid7_function` raises)."""

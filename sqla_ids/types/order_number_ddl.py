@@ -118,19 +118,21 @@ def _attach(type_: FormattedOrderNumber, column: sa.Column[Any], table: sa.Table
         return
     if sequence is None:
         return
-    schema = table.schema
     owner = OrderNumberOwner(table.name, column.name)
+    # The sequence lives in the table's schema as the connection names it:
+    # schema_translate_map (one schema per tenant) moves both, as SQLAlchemy
+    # moves the table.
 
     def create(target: sa.Table, connection: Connection, **kw: Any) -> None:
-        sequence.create(connection, schema, owner)
+        sequence.create(connection, connection.schema_for_object(target), owner)
 
     def drop(target: sa.Table, connection: Connection, **kw: Any) -> None:
-        sequence.drop(connection, schema)
+        sequence.drop(connection, connection.schema_for_object(target))
 
     event.listen(table, "before_create", create)
     event.listen(table, "after_drop", drop)
     if column.default is None and column.server_default is None:
-        default = _NextOrderNumber(sequence, schema)
+        default = _NextOrderNumber(sequence, table)
         sa.ColumnDefault(default)._set_parent_with_dispatch(column)
 
 
@@ -138,9 +140,9 @@ class _NextOrderNumber:
     """The column default: the next number of the sequence (a class, so that a
     batch copy of the column can recognise and drop it)."""
 
-    def __init__(self, sequence: OrderNumberSequence, schema: str | None) -> None:
+    def __init__(self, sequence: OrderNumberSequence, table: sa.Table) -> None:
         self.sequence = sequence
-        self.schema = schema
+        self.table = table
 
     def __call__(self, context: DefaultExecutionContext) -> str:
         refuse_insert_from_select(
@@ -149,4 +151,5 @@ class _NextOrderNumber:
             "to give a table with rows this column, use op.add_order_number_column(table, "
             "column, type_), which numbers the existing rows in key order",
         )
-        return self.sequence.next_number(context.connection, self.schema)
+        connection = context.connection
+        return self.sequence.next_number(connection, connection.schema_for_object(self.table))

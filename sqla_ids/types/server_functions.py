@@ -246,13 +246,30 @@ def uuid7_function_ddl(metadata: sa.MetaData) -> None:
             for table in metadata.tables.values()
             for column in table.columns
         )
-        install_uuid7_function(connection, serial=serial)
+        for schema in _function_schemas(connection, metadata):
+            install_uuid7_function(connection, serial=serial, schema=schema)
 
     def drop(target: Any, connection: Connection, **kw: Any) -> None:
-        remove_uuid7_function(connection)
+        for schema in _function_schemas(connection, metadata):
+            remove_uuid7_function(connection, schema=schema)
 
     sa.event.listen(metadata, "before_create", create)
     sa.event.listen(metadata, "after_drop", drop)
+
+
+def _function_schemas(connection: Connection, metadata: sa.MetaData) -> list[str | None]:
+    """Where ``metadata``'s tables need the function: the current schema (``None``)
+    or, where a trigger resolves it in its table's own database (MariaDB/MySQL),
+    the database of each table with a server-filled UUIDv7 column, as the
+    connection names it (``schema_translate_map`` included)."""
+    if not for_dialect(connection.dialect).function_in_table_schema:
+        return [None]
+    schemas = {
+        connection.schema_for_object(table)
+        for table in metadata.tables.values()
+        if any(isinstance(column.server_default, UUIDv7ServerDefault) for column in table.columns)
+    }
+    return sorted(schemas, key=lambda schema: (schema is not None, schema or "")) or [None]
 
 
 class UUIDv7ServerDefault(sa.DefaultClause):
@@ -286,7 +303,8 @@ def _listen_after_create(column: sa.Column[Any], table: sa.Table) -> None:
         serial = isinstance(column.server_default, UUIDv7ServerDefault) and (
             column.server_default.serial
         )
-        name = q(target.name) if target.schema is None else f"{q(target.schema)}.{q(target.name)}"
+        schema = connection.schema_for_object(target)  # schema_translate_map included
+        name = q(target.name) if schema is None else f"{q(schema)}.{q(target.name)}"
         for statement in uuid7_column_trigger_sql(
             connection.dialect, name, q(column.name), serial=serial
         ):

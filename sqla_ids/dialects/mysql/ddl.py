@@ -47,6 +47,7 @@ class MySQL(Database):
     alter_table_add_check: ClassVar[bool] = True
     backslash_escapes: ClassVar[bool] = True
     function_in_default: ClassVar[bool] = False
+    function_in_table_schema: ClassVar[bool] = True
 
     def reflected_name(self, name: str) -> str:
         """A backtick undoubled: SQLAlchemy's reflection of MariaDB/MySQL parses
