@@ -315,9 +315,10 @@ def test_demo_start_fresh_drops_only_in_its_own_schema(
         assert inspector.get_sequence_names(schema=second) == [SEQUENCE]
 
 
+@pytest.mark.parametrize("serial", [False, True], ids=["plain", "serial"])
 @pytest.mark.parametrize("how", ["schema_translate_map", "MetaData(schema=)"])
 def test_tables_of_another_schema_get_their_keys_and_numbers(
-    two_schemas: tuple[Engine, str, str], how: str
+    two_schemas: tuple[Engine, str, str], how: str, serial: bool
 ) -> None:
     """One schema (MariaDB: database) per tenant, named by SQLAlchemy's
     ``schema_translate_map`` or by the tables: the server-made keys and the order
@@ -332,7 +333,7 @@ def test_tables_of_another_schema_get_their_keys_and_numbers(
     orders = sa.Table(
         "t_tenant_orders",
         metadata,
-        sa.Column("id", UUIDv7(), primary_key=True, server_default=UUIDv7ServerDefault()),
+        sa.Column("id", UUIDv7(), primary_key=True, server_default=UUIDv7ServerDefault(serial)),
         sa.Column("number", FormattedOrderNumber(key="tenant_numbers", sequence="t_tenant_seq")),
         sa.Column("n", sa.Integer),
     )
@@ -354,11 +355,11 @@ def test_tables_of_another_schema_get_their_keys_and_numbers(
             assert owned == [("t_tenant_seq", "t_tenant_orders", "number")]
             assert database.order_number_sequences(conn, first) == []
             if engine.dialect.name != "postgresql":  # (PostgreSQL: the current schema's)
-                assert _exists(conn, second) and not _exists(conn, first)
+                assert _exists(conn, second, serial) and not _exists(conn, first, serial)
         metadata.drop_all(tenant)
         with engine.connect() as conn:
             assert database.order_number_sequences(conn, second) == []
-            assert not _exists(conn, second)
+            assert not _exists(conn, second) and not _exists(conn, second, serial=True)
     finally:
         default_keyring.forget("tenant_numbers")
         metadata.drop_all(tenant)
