@@ -93,8 +93,8 @@ SAMPLES: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
         ("event_log",),
         {"column": "log_id", "unique_key": "uq_event", "keep_unique_key": False},
     ),
-    "CreateUUID7FunctionOp": ((), {"serial": True}),
-    "DropUUID7FunctionOp": ((), {"serial": True}),
+    "CreateUUID7FunctionOp": ((), {"serial": True, "schema": "shop"}),
+    "DropUUID7FunctionOp": ((), {"serial": True, "schema": "shop"}),
     "CreateUUID7TriggerOp": (("orders", "order_id"), {"serial": True, "schema": "shop"}),
     "DropUUID7TriggerOp": (("orders", "order_id"), {"serial": True, "schema": "shop"}),
     "MergeUUIDsOp": (

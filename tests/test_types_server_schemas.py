@@ -19,9 +19,12 @@ from typing import Any, cast
 
 import pytest
 import sqlalchemy as sa
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
 from conftest import _base_url, _engine, _mariadb_scratch, _postgresql_scratch
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
 
+import sqla_ids.alembic  # noqa: F401 - registers op.create_uuid7_function & co.
 from sqla_ids import (
     FormattedOrderNumber,
     OrderNumberCodec,
@@ -404,3 +407,29 @@ def test_sqlite_tenant_databases_number_on_their_own(tmp_path: Path) -> None:
     finally:
         default_keyring.forget("tenant_numbers")
         engine.dispose()
+
+
+@pytest.mark.parametrize("serial", [False, True], ids=["plain", "serial"])
+def test_alembic_creates_the_function_where_the_tables_are(
+    two_schemas: tuple[Engine, str, str], serial: bool
+) -> None:
+    """``op.create_uuid7_function(schema=...)``: in a migration, the function goes
+    to another schema (MariaDB: database) too -- there, on MariaDB, the triggers
+    of that database's tables find it."""
+    engine, first, second = two_schemas
+    with engine.begin() as conn:
+        op = Operations(MigrationContext.configure(conn))
+        op.create_uuid7_function(serial, schema=second)
+        orders = op.create_table(
+            "t_ops_orders",
+            sa.Column("id", UUIDv7(), primary_key=True, server_default=UUIDv7ServerDefault(serial)),
+            sa.Column("n", sa.Integer),
+            schema=second,
+        )
+        assert orders is not None
+        conn.execute(orders.insert(), [{"n": 1}, {"n": 2}])
+        assert all(map(is_uuid7, conn.scalars(sa.select(orders.c.id))))
+        assert _exists(conn, second, serial) and not _exists(conn, first, serial)
+        op.drop_table("t_ops_orders", schema=second)
+        op.drop_uuid7_function(serial, schema=second)
+        assert not _exists(conn, second, serial)

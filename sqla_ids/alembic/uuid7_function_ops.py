@@ -31,44 +31,58 @@ from sqla_ids.types.server_functions import (
 
 @Operations.register_operation("create_uuid7_function")
 class CreateUUID7FunctionOp(MigrateOperation):
-    """Create ``sqla_ids_uuid7()`` (nothing on SQLite, where the app registers it)."""
+    """Create ``sqla_ids_uuid7()`` (nothing on SQLite, where the app registers it).
 
-    def __init__(self, serial: bool = False) -> None:
+    ``schema``: the PostgreSQL schema or MariaDB database to create it in; by
+    default the one unqualified names are created in. On MariaDB/MySQL a table's
+    trigger looks for the function in the table's own database: create it in
+    each database whose tables have server-filled UUIDv7 columns.
+    """
+
+    def __init__(self, serial: bool = False, *, schema: str | None = None) -> None:
         self.serial = serial
+        self.schema = schema
 
     @classmethod
-    def create_uuid7_function(cls, operations: Operations, serial: bool = False) -> Any:
-        """Create ``sqla_ids_uuid7()``, or with ``serial=True`` ``sqla_ids_uuid7_serial()``."""
-        return operations.invoke(cls(serial))
+    def create_uuid7_function(
+        cls, operations: Operations, serial: bool = False, *, schema: str | None = None
+    ) -> Any:
+        """Create ``sqla_ids_uuid7()``, or with ``serial=True`` ``sqla_ids_uuid7_serial()``,
+        in ``schema`` (by default the current one)."""
+        return operations.invoke(cls(serial, schema=schema))
 
     def reverse(self) -> DropUUID7FunctionOp:
         """Dropping the function undoes this."""
-        return DropUUID7FunctionOp(self.serial)
+        return DropUUID7FunctionOp(self.serial, schema=self.schema)
 
     def to_diff_tuple(self) -> tuple[Any, ...]:
         """For ``compare_metadata()`` and ``alembic check``."""
-        return ("add_uuid7_function", self.serial)
+        return ("add_uuid7_function", self.schema, self.serial)
 
 
 @Operations.register_operation("drop_uuid7_function")
 class DropUUID7FunctionOp(MigrateOperation):
-    """Drop ``sqla_ids_uuid7()`` if it exists."""
+    """Drop ``sqla_ids_uuid7()`` if it exists (``schema`` as for the create)."""
 
-    def __init__(self, serial: bool = False) -> None:
+    def __init__(self, serial: bool = False, *, schema: str | None = None) -> None:
         self.serial = serial
+        self.schema = schema
 
     @classmethod
-    def drop_uuid7_function(cls, operations: Operations, serial: bool = False) -> Any:
-        """Drop ``sqla_ids_uuid7()``, or with ``serial=True`` the serial function and sequence."""
-        return operations.invoke(cls(serial))
+    def drop_uuid7_function(
+        cls, operations: Operations, serial: bool = False, *, schema: str | None = None
+    ) -> Any:
+        """Drop ``sqla_ids_uuid7()``, or with ``serial=True`` the serial function and
+        sequence, in ``schema`` (by default the current one)."""
+        return operations.invoke(cls(serial, schema=schema))
 
     def reverse(self) -> CreateUUID7FunctionOp:
         """Creating the function undoes this."""
-        return CreateUUID7FunctionOp(self.serial)
+        return CreateUUID7FunctionOp(self.serial, schema=self.schema)
 
     def to_diff_tuple(self) -> tuple[Any, ...]:
         """For ``compare_metadata()`` and ``alembic check``."""
-        return ("remove_uuid7_function", self.serial)
+        return ("remove_uuid7_function", self.schema, self.serial)
 
 
 @Operations.register_operation("create_uuid7_trigger")
@@ -164,21 +178,18 @@ class DropUUID7TriggerOp(MigrateOperation):
         return ("remove_uuid7_trigger", self.schema, self.table_name, self.column_name)
 
 
-def _dialect_name(operations: Operations) -> str:
-    name: str = operations.get_context().dialect.name
-    return name
-
-
 @Operations.implementation_for(CreateUUID7FunctionOp)
 def _create_function(operations: Operations, operation: CreateUUID7FunctionOp) -> None:
-    for statement in uuid7_function_create_sql(_dialect_name(operations), operation.serial):
-        operations.execute(statement)
+    dialect = operations.get_context().dialect
+    for statement in uuid7_function_create_sql(dialect, operation.serial, operation.schema):
+        execute_statement(operations, statement)
 
 
 @Operations.implementation_for(DropUUID7FunctionOp)
 def _drop_function(operations: Operations, operation: DropUUID7FunctionOp) -> None:
-    for statement in uuid7_function_drop_sql(_dialect_name(operations), operation.serial):
-        operations.execute(statement)
+    dialect = operations.get_context().dialect
+    for statement in uuid7_function_drop_sql(dialect, operation.serial, operation.schema):
+        execute_statement(operations, statement)
 
 
 def _trigger_sql(
@@ -234,20 +245,23 @@ def _drop_trigger(operations: Operations, operation: DropUUID7TriggerOp) -> None
 # --- renderers ---------------------------------------------------------------------
 
 
-def _serial(serial: bool) -> str:
-    return "serial=True" if serial else ""
+def _function_arguments(op: CreateUUID7FunctionOp | DropUUID7FunctionOp) -> str:
+    args = ["serial=True"] if op.serial else []
+    if op.schema is not None:
+        args.append(f"schema={op.schema!r}")
+    return ", ".join(args)
 
 
 @renderers.dispatch_for(CreateUUID7FunctionOp)
 def _render_create_function(autogen_context: AutogenContext, op: CreateUUID7FunctionOp) -> str:
     import_operations(autogen_context)
-    return f"op.create_uuid7_function({_serial(op.serial)})"
+    return f"op.create_uuid7_function({_function_arguments(op)})"
 
 
 @renderers.dispatch_for(DropUUID7FunctionOp)
 def _render_drop_function(autogen_context: AutogenContext, op: DropUUID7FunctionOp) -> str:
     import_operations(autogen_context)
-    return f"op.drop_uuid7_function({_serial(op.serial)})"
+    return f"op.drop_uuid7_function({_function_arguments(op)})"
 
 
 def _trigger_arguments(op: CreateUUID7TriggerOp | DropUUID7TriggerOp) -> str:
