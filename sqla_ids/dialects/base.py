@@ -293,8 +293,10 @@ def _is_mariadb(dialect: Dialect) -> bool:
 def for_dialect(dialect: Dialect | str) -> Database:
     """The :class:`Database` for a SQLAlchemy dialect (or dialect/backend name).
 
-    A MySQL dialect connected to MariaDB gives :class:`MariaDB`.
-    Unknown databases raise :class:`UnsupportedDialectError` naming them.
+    A MySQL dialect connected to MariaDB gives :class:`MariaDB` -- once it has
+    connected: SQLAlchemy learns the server at the first connection, so ask with
+    ``connection.dialect`` (a ``mysql://`` engine that has not connected yet gives
+    :class:`MySQL`). Unknown databases raise :class:`UnsupportedDialectError` naming them.
     (Importing this module imports :mod:`sqla_ids.dialects` first, which
     registers the built-in databases.)
     """
