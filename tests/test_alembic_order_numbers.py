@@ -97,7 +97,9 @@ def other_schema(engine: Engine) -> Iterator[str]:
     """A schema (MariaDB: a database) outside the connection's default one."""
     if engine.dialect.name == "sqlite":
         pytest.skip("SQLite schemas are attached files, per connection")
-    name = f"sqla_ids_t_other_{secrets.token_hex(3)}"
+    # Names are data: a quote, a backtick, % (a placeholder to psycopg and PyMySQL)
+    # and :x (a bound parameter to text()).
+    name = f"sqla_ids_t_other 'q\"`b %s :x ü {secrets.token_hex(3)}"
     quoted = engine.dialect.identifier_preparer.quote(name)
     with engine.begin() as conn:
         conn.exec_driver_sql(
