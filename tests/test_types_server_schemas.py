@@ -10,8 +10,9 @@ native ``uuidv7()`` directly.
 from __future__ import annotations
 
 import secrets
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from types import SimpleNamespace
@@ -433,3 +434,42 @@ def test_alembic_creates_the_function_where_the_tables_are(
         op.drop_table("t_ops_orders", schema=second)
         op.drop_uuid7_function(serial, schema=second)
         assert not _exists(conn, second, serial)
+
+
+def test_instances_starting_together_install_and_remove_it_side_by_side(
+    two_schemas: tuple[Engine, str, str],
+) -> None:
+    """Eight sessions install the function at once (application instances starting
+    together, each running ``metadata.create_all()``), half with the serial one, then
+    remove it at once. PostgreSQL's ``CREATE OR REPLACE FUNCTION`` in two sessions at
+    once fails ("tuple concurrently updated", a duplicate key in ``pg_proc``): 32 of
+    40 calls did before the blocks took an advisory lock."""
+    engine, first, _ = two_schemas
+    engine = engine.execution_options()  # (its own pool below)
+    errors: list[str] = []
+
+    def together(work: Callable[[Connection, int], object]) -> None:
+        barrier = threading.Barrier(8)
+
+        def run(n: int) -> None:
+            try:
+                with engine.begin() as conn:
+                    barrier.wait(timeout=60)
+                    work(conn, n)
+            except Exception as error:  # collected: the assertion names them all
+                errors.append(f"{type(error).__name__}: {error}")
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    for _ in range(3):
+        together(lambda conn, n: install_uuid7_function(conn, serial=n % 2 == 0))
+        with engine.connect() as conn:
+            assert _exists(conn, first) and _exists(conn, first, serial=True)
+        together(lambda conn, n: remove_uuid7_function(conn))
+        with engine.connect() as conn:
+            assert not _exists(conn, first) and not _exists(conn, first, serial=True)
+    assert errors == []

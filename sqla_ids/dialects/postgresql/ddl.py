@@ -222,6 +222,37 @@ $fn$"""
 
     # No ``%`` anywhere (format(), RAISE's placeholders): drivers such as
     # psycopg read it as a parameter marker even in a statement without any.
+    function_ddl_lock: ClassVar[bool] = True
+    """The function's (and serial sequence's) create and drop blocks first take a
+    transaction advisory lock (:attr:`FUNCTION_DDL_LOCK_KEY`): two sessions running
+    ``CREATE OR REPLACE FUNCTION`` at once -- application instances starting
+    together, each ``metadata.create_all()`` -- fail with "tuple concurrently
+    updated" or a duplicate key in ``pg_proc``. Held until the transaction ends, so
+    the next one sees the function committed (in autocommit mode the block is its
+    own transaction)."""
+    FUNCTION_DDL_LOCK_KEY: ClassVar[int] = 0x7371_6C61_6964_7337  # "sqlaids7"
+    """The advisory lock key of :attr:`function_ddl_lock` (one for every schema)."""
+
+    def _function_block(self, schema: str | None, body: str) -> str:
+        """A DO block of the function's DDL: ``body`` after the lock (see
+        :attr:`function_ddl_lock`)."""
+        if self.function_ddl_lock:
+            body = f"  PERFORM pg_advisory_xact_lock({self.FUNCTION_DDL_LOCK_KEY});\n{body}"
+        return _do_block(schema, body)
+
+    def _drop_function(self, name: str) -> str:
+        """PL/pgSQL dropping ``s.name()`` if ``pg_proc`` has it, read with the
+        statement's snapshot, taken after the lock: a session that waited for
+        another one's drop finds the function gone. Its cached catalog may still
+        name it, and ``DROP FUNCTION IF EXISTS`` alone failed there with "cache
+        lookup failed for function" (7 of 8 sessions dropping at once)."""
+        return (
+            "  IF EXISTS (SELECT FROM pg_catalog.pg_proc WHERE proname = "
+            f"{_literal(name)} AND pronamespace = to_regnamespace(s)) THEN\n"
+            f"    EXECUTE 'DROP FUNCTION IF EXISTS ' || s || '.' || {_literal(name + '()')};\n"
+            "  END IF;\n"
+        )
+
     _NO_SCHEMA = (
         "  IF s IS NULL THEN\n"
         "    RAISE EXCEPTION USING MESSAGE = 'sqla_ids: no schema to create the UUIDv7 "
@@ -234,7 +265,7 @@ $fn$"""
         """Statements creating the UUIDv7 function ``name()`` in ``schema`` (quoted names)."""
         function = f"s || '.' || {_literal(name)}"
         return [
-            _do_block(
+            self._function_block(
                 schema,
                 f"{self._NO_SCHEMA}\n"
                 "  IF current_setting('server_version_num')::int >= "
@@ -249,10 +280,10 @@ $fn$"""
     def uuid7_function_drop_sql(self, name: str, schema: str | None = None) -> list[str]:
         """Statements dropping ``schema.name()`` unless something depends on it."""
         return [
-            _do_block(
+            self._function_block(
                 schema,
                 "  IF s IS NULL THEN\n    RETURN;\n  END IF;\n"
-                f"  EXECUTE 'DROP FUNCTION IF EXISTS ' || s || '.' || {_literal(name + '()')};\n"
+                f"{self._drop_function(name)}"
                 "EXCEPTION WHEN dependent_objects_still_exist THEN\n"
                 "  RAISE NOTICE USING MESSAGE = 'sqla_ids: kept the UUIDv7 function: ' || SQLERRM;",
             )
@@ -348,7 +379,7 @@ $fn$"""
         """Statements creating ``sequence`` and the serial UUIDv7 function ``name()``."""
         seq = f"s || '.' || {_literal(sequence)}"
         return [
-            _do_block(
+            self._function_block(
                 schema,
                 f"{self._NO_SCHEMA}\n"
                 # CACHE 1: a per-session cache would hand out values out of call order.
@@ -369,10 +400,10 @@ $fn$"""
     ) -> list[str]:
         """Statements dropping the serial function and its sequence, unless in use."""
         return [
-            _do_block(
+            self._function_block(
                 schema,
                 "  IF s IS NULL THEN\n    RETURN;\n  END IF;\n"
-                f"  EXECUTE 'DROP FUNCTION IF EXISTS ' || s || '.' || {_literal(name + '()')};\n"
+                f"{self._drop_function(name)}"
                 f"  EXECUTE 'DROP SEQUENCE IF EXISTS ' || s || '.' || {_literal(sequence)};\n"
                 "EXCEPTION WHEN dependent_objects_still_exist THEN\n"
                 "  RAISE NOTICE USING MESSAGE = 'sqla_ids: kept the serial UUIDv7 function: ' "
