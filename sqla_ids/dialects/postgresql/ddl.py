@@ -224,20 +224,22 @@ $fn$"""
     # psycopg read it as a parameter marker even in a statement without any.
     function_ddl_lock: ClassVar[bool] = True
     """The function's (and serial sequence's) create and drop blocks first take a
-    transaction advisory lock (:attr:`FUNCTION_DDL_LOCK_KEY`): two sessions running
-    ``CREATE OR REPLACE FUNCTION`` at once -- application instances starting
-    together, each ``metadata.create_all()`` -- fail with "tuple concurrently
-    updated" or a duplicate key in ``pg_proc``. Held until the transaction ends, so
-    the next one sees the function committed (in autocommit mode the block is its
-    own transaction)."""
-    FUNCTION_DDL_LOCK_KEY: ClassVar[int] = 0x7371_6C61_6964_7337  # "sqlaids7"
-    """The advisory lock key of :attr:`function_ddl_lock` (one for every schema)."""
+    transaction advisory lock on the schema (:attr:`FUNCTION_DDL_LOCK_CLASS`, then
+    ``hashtext()`` of the quoted schema name): two sessions running ``CREATE OR
+    REPLACE FUNCTION`` at once -- application instances starting together, each
+    ``metadata.create_all()`` -- fail with "tuple concurrently updated" or a
+    duplicate key in ``pg_proc``. Held until the transaction ends, so the next one
+    sees the function committed (in autocommit mode the block is its own
+    transaction); sessions working in other schemas do not wait."""
+    FUNCTION_DDL_LOCK_CLASS: ClassVar[int] = 0x7371_6C61  # "sqla"
+    """The first key of :attr:`function_ddl_lock`'s two-key advisory lock."""
 
     def _function_block(self, schema: str | None, body: str) -> str:
         """A DO block of the function's DDL: ``body`` after the lock (see
-        :attr:`function_ddl_lock`)."""
+        :attr:`function_ddl_lock`; none without a schema, which the body refuses)."""
         if self.function_ddl_lock:
-            body = f"  PERFORM pg_advisory_xact_lock({self.FUNCTION_DDL_LOCK_KEY});\n{body}"
+            lock = f"pg_advisory_xact_lock({self.FUNCTION_DDL_LOCK_CLASS}, hashtext(s))"
+            body = f"  PERFORM {lock};\n{body}"
         return _do_block(schema, body)
 
     def _drop_function(self, name: str) -> str:
