@@ -220,8 +220,6 @@ $fn$"""
         "CREATE OR REPLACE FUNCTION @fn@() RETURNS uuid LANGUAGE sql VOLATILE AS 'SELECT uuidv7()'"
     )
 
-    # No ``%`` anywhere (format(), RAISE's placeholders): drivers such as
-    # psycopg read it as a parameter marker even in a statement without any.
     function_ddl_lock: ClassVar[bool] = True
     """The function's (and serial sequence's) create and drop blocks first take a
     transaction advisory lock on the schema (:attr:`FUNCTION_DDL_LOCK_CLASS`, then
@@ -255,6 +253,8 @@ $fn$"""
             "  END IF;\n"
         )
 
+    # No ``%`` anywhere (format(), RAISE's placeholders): drivers such as
+    # psycopg read it as a parameter marker even in a statement without any.
     _NO_SCHEMA = (
         "  IF s IS NULL THEN\n"
         "    RAISE EXCEPTION USING MESSAGE = 'sqla_ids: no schema to create the UUIDv7 "
