@@ -4,7 +4,10 @@ PostgreSQL resolves unqualified names through ``search_path``, so an
 unqualified ``DROP FUNCTION`` could reach another schema's function; and a
 function shared by the tables of several ``MetaData`` must outlive
 ``drop_all()`` of one of them. On PostgreSQL 18+ column defaults call the
-native ``uuidv7()`` directly.
+native ``uuidv7()`` directly. Tables of another schema (``schema=``, or a tenant's
+under ``schema_translate_map``) get the function where their triggers look
+(MariaDB) and order numbers of their own; sessions starting together install and
+remove it side by side.
 """
 
 from __future__ import annotations
@@ -445,7 +448,6 @@ def test_instances_starting_together_install_and_remove_it_side_by_side(
     once fails ("tuple concurrently updated", a duplicate key in ``pg_proc``): 32 of
     40 calls did before the blocks took an advisory lock."""
     engine, first, _ = two_schemas
-    engine = engine.execution_options()  # (its own pool below)
     errors: list[str] = []
 
     def together(work: Callable[[Connection, int], object]) -> None:
